@@ -1,0 +1,1 @@
+//! End-to-end scenarios live in `tests/tests/`.
