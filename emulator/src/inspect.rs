@@ -1,0 +1,403 @@
+//! `rdmacam inspect`: read a capture, find every RoCE packet, recompute its ICRC from the raw
+//! bytes and say whether it matches.
+//!
+//! A packet counts as RoCE when it is UDP to the RoCEv2 port (IPv4 or IPv6, VLAN-tagged or not)
+//! or an Ethernet frame of type 0x8915 (RoCEv1). Damaged headers do not hide a packet: an IPv4
+//! header whose IHL or protocol byte was corrupted is still recognised by the port at the usual
+//! offset, and its ICRC is computed over the bytes as they are (and so comes out bad).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::process::ExitCode;
+
+use pcap_file::DataLink;
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::{Block, PcapNgReader};
+use rdmacam_protocol::wire::{AethRepr, AethSyndrome, BthRepr, NakCode, bth, icrc, udp};
+use serde::Serialize;
+
+/// What the inspector found in one RoCE packet.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct RocePacket {
+    /// Frame number in the capture, counting from 1 as tshark does.
+    pub index: u64,
+    /// "RoCEv2" or "RoCEv1".
+    pub version: &'static str,
+    /// Source IP address (source GID for RoCEv1).
+    pub src: IpAddr,
+    /// Destination IP address (destination GID for RoCEv1).
+    pub dst: IpAddr,
+    /// UDP source port (RoCEv2 only).
+    pub src_port: Option<u16>,
+    /// UDP destination port (RoCEv2 only).
+    pub dst_port: Option<u16>,
+    /// 802.1Q VLAN ID, if the frame was tagged.
+    pub vlan: Option<u16>,
+    /// Destination QP number from the BTH.
+    pub qpn: u32,
+    /// Opcode name, or `unknown(0xNN)` when the BTH does not parse.
+    pub opcode: String,
+    /// The raw opcode byte.
+    pub opcode_value: u8,
+    /// Packet sequence number.
+    pub psn: u32,
+    /// BTH AckReq bit.
+    pub ack_req: bool,
+    /// Payload bytes after the transport headers, without pad and ICRC; `null` when the BTH
+    /// does not parse.
+    pub payload_len: Option<usize>,
+    /// AETH verdict for ACK/NAK packets: `ack`, `rnr-nak(timer=N)` or `nak(<reason>)`.
+    pub aeth: Option<String>,
+    /// `ok` or `bad`.
+    pub icrc: &'static str,
+    /// ICRC carried in the packet (as a little-endian u32, printed in hex), if it has one.
+    pub icrc_carried: Option<String>,
+    /// ICRC computed over the packet's bytes.
+    pub icrc_computed: Option<String>,
+    /// Why the ICRC could not be checked (truncated packet), when that is the case.
+    pub note: Option<String>,
+}
+
+impl RocePacket {
+    fn text_line(&self) -> String {
+        let mut s = format!(
+            "{} {} -> {} qpn=0x{:06x} {} psn={} len=",
+            self.index, self.src, self.dst, self.qpn, self.opcode, self.psn
+        );
+        match self.payload_len {
+            Some(n) => write!(s, "{n}").unwrap(),
+            None => s.push('-'),
+        }
+        if let Some(a) = &self.aeth {
+            write!(s, " aeth={a}").unwrap();
+        }
+        if let Some(v) = self.vlan {
+            write!(s, " vlan={v}").unwrap();
+        }
+        write!(s, " icrc={}", self.icrc).unwrap();
+        if let Some(n) = &self.note {
+            write!(s, " ({n})").unwrap();
+        }
+        s
+    }
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Summary {
+    roce_packets: u64,
+    icrc_good: u64,
+    icrc_bad: u64,
+    other_packets: u64,
+}
+
+/// Where the network layer of a frame starts, and what it is.
+enum L3<'a> {
+    Ipv4(&'a [u8]),
+    Ipv6(&'a [u8]),
+    RoceV1(&'a [u8]),
+}
+
+/// Strip the link layer of a captured frame.
+fn link_layer(link: DataLink, data: &[u8]) -> Option<(L3<'_>, Option<u16>)> {
+    let (ethertype, rest, vlan) = match link {
+        DataLink::ETHERNET => {
+            let mut at = 12;
+            let mut vlan = None;
+            loop {
+                let t = u16::from_be_bytes([*data.get(at)?, *data.get(at + 1)?]);
+                if t == 0x8100 || t == 0x88a8 {
+                    if vlan.is_none() {
+                        vlan = Some(
+                            u16::from_be_bytes([*data.get(at + 2)?, *data.get(at + 3)?]) & 0x0fff,
+                        );
+                    }
+                    at += 4;
+                } else {
+                    break (t, &data[at + 2..], vlan);
+                }
+            }
+        }
+        DataLink::LINUX_SLL => (
+            u16::from_be_bytes([*data.get(14)?, *data.get(15)?]),
+            data.get(16..)?,
+            None,
+        ),
+        DataLink::LINUX_SLL2 => (
+            u16::from_be_bytes([*data.first()?, *data.get(1)?]),
+            data.get(20..)?,
+            None,
+        ),
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => match data.first()? >> 4 {
+            4 => (0x0800, data, None),
+            6 => (0x86dd, data, None),
+            _ => return None,
+        },
+        DataLink::NULL | DataLink::LOOP => {
+            let fam = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
+            let fam_be = u32::from_be_bytes(data.get(..4)?.try_into().ok()?);
+            match (fam, fam_be) {
+                (2, _) | (_, 2) => (0x0800, data.get(4..)?, None),
+                (24 | 28 | 30, _) | (_, 24 | 28 | 30) => (0x86dd, data.get(4..)?, None),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let l3 = match ethertype {
+        0x0800 => L3::Ipv4(rest),
+        0x86dd => L3::Ipv6(rest),
+        0x8915 => L3::RoceV1(rest),
+        _ => return None,
+    };
+    Some((l3, vlan))
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+/// Analyse one captured frame; `None` when it is not a RoCE packet.
+pub fn analyze(index: u64, link: DataLink, data: &[u8], port: u16) -> Option<RocePacket> {
+    let (l3, vlan) = link_layer(link, data)?;
+    match l3 {
+        L3::Ipv4(ip) => {
+            if ip.len() < 20 {
+                return None;
+            }
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let honest = ihl >= 20 && ip[9] == 17 && be16(ip, ihl + 2) == Some(port);
+            // A damaged IHL or protocol byte: rxe assumes a 20-byte header, so do we.
+            let hl = if honest {
+                ihl
+            } else if be16(ip, 22) == Some(port) {
+                20
+            } else {
+                return None;
+            };
+            let src = IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]));
+            let dst = IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+            Some(rocev2(index, vlan, src, dst, &ip[..hl], false, &ip[hl..]))
+        }
+        L3::Ipv6(ip) => {
+            if ip.len() < 40 || be16(ip, 42) != Some(port) {
+                return None;
+            }
+            let src = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?));
+            let dst = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).ok()?));
+            Some(rocev2(index, vlan, src, dst, &ip[..40], true, &ip[40..]))
+        }
+        L3::RoceV1(grh) => {
+            if grh.len() < 40 + bth::HEADER_LEN {
+                return None;
+            }
+            let src = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&grh[8..24]).ok()?));
+            let dst = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&grh[24..40]).ok()?));
+            let paylen = usize::from(be16(grh, 4)?);
+            let avail = &grh[40..];
+            let (ib, note) = if paylen <= avail.len() {
+                (&avail[..paylen], None)
+            } else {
+                (
+                    avail,
+                    Some("truncated: GRH payload length exceeds the captured bytes"),
+                )
+            };
+            let check = icrc::raw_rocev1(&grh[..40], ib).ok();
+            let mut p = describe(index, "RoCEv1", vlan, src, dst, ib, check, note);
+            p.src_port = None;
+            p.dst_port = None;
+            Some(p)
+        }
+    }
+}
+
+fn rocev2(
+    index: u64,
+    vlan: Option<u16>,
+    src: IpAddr,
+    dst: IpAddr,
+    ip_header: &[u8],
+    v6: bool,
+    l4: &[u8],
+) -> RocePacket {
+    let udp_len = be16(l4, 4).map(usize::from).unwrap_or(0);
+    let (dgram, note) = if udp_len < udp::HEADER_LEN {
+        (l4, Some("UDP length field below 8"))
+    } else if udp_len > l4.len() {
+        (l4, Some("truncated: UDP length exceeds the captured bytes"))
+    } else {
+        (&l4[..udp_len], None)
+    };
+    let check = if note.is_none() {
+        icrc::raw_rocev2(ip_header, v6, dgram).ok()
+    } else {
+        None
+    };
+    let ib = dgram.get(udp::HEADER_LEN..).unwrap_or(&[]);
+    let mut p = describe(index, "RoCEv2", vlan, src, dst, ib, check, note);
+    p.src_port = be16(l4, 0);
+    p.dst_port = be16(l4, 2);
+    p
+}
+
+/// Fill in the transport fields from the InfiniBand part (`BTH ‖ … ‖ ICRC`).
+#[allow(clippy::too_many_arguments)]
+fn describe(
+    index: u64,
+    version: &'static str,
+    vlan: Option<u16>,
+    src: IpAddr,
+    dst: IpAddr,
+    ib: &[u8],
+    check: Option<(u32, u32)>,
+    note: Option<&str>,
+) -> RocePacket {
+    let view = (ib.len() >= bth::HEADER_LEN).then(|| bth::Packet::new_unchecked(ib));
+    let parsed = view.as_ref().and_then(|v| BthRepr::parse(v).ok());
+    let opcode_value = view.as_ref().map(|v| v.opcode().0).unwrap_or(0);
+    let opcode = match &parsed {
+        Some(b) => b.opcode.to_string(),
+        None => format!("unknown(0x{opcode_value:02x})"),
+    };
+    let payload_len = parsed.as_ref().and_then(|b| {
+        let h = b.opcode.headers().len();
+        ib.len()
+            .checked_sub(bth::HEADER_LEN + h + usize::from(b.pad_count) + icrc::ICRC_LEN)
+    });
+    let aeth = parsed
+        .as_ref()
+        .filter(|b| b.opcode.headers().aeth)
+        .and_then(|b| {
+            let at = bth::HEADER_LEN + b.opcode.headers().aeth_offset();
+            AethRepr::parse(ib.get(at..)?).ok()
+        })
+        .map(|a| match a.syndrome {
+            AethSyndrome::Ack { .. } => "ack".to_string(),
+            AethSyndrome::RnrNak { timer } => format!("rnr-nak(timer={timer})"),
+            AethSyndrome::Nak(code) => format!(
+                "nak({})",
+                match code {
+                    NakCode::PsnSequenceError => "psn-sequence-error",
+                    NakCode::InvalidRequest => "invalid-request",
+                    NakCode::RemoteAccessError => "remote-access-error",
+                    NakCode::RemoteOperationalError => "remote-operational-error",
+                    NakCode::InvalidRdRequest => "invalid-rd-request",
+                }
+            ),
+        });
+    let good = matches!(check, Some((c, r)) if c == r);
+    RocePacket {
+        index,
+        version,
+        src,
+        dst,
+        src_port: None,
+        dst_port: None,
+        vlan,
+        qpn: view.as_ref().map(|v| v.dest_qp()).unwrap_or(0),
+        opcode,
+        opcode_value,
+        psn: view.as_ref().map(|v| v.psn()).unwrap_or(0),
+        ack_req: view.as_ref().map(|v| v.ack_req()).unwrap_or(false),
+        payload_len,
+        aeth,
+        icrc: if good { "ok" } else { "bad" },
+        icrc_carried: check.map(|(_, r)| format!("0x{r:08x}")),
+        icrc_computed: check.map(|(c, _)| format!("0x{c:08x}")),
+        note: note.map(str::to_string).or_else(|| {
+            check
+                .is_none()
+                .then(|| "too short for BTH and ICRC".to_string())
+        }),
+    }
+}
+
+/// Every frame of a capture with its link type, in order.
+fn frames(path: &Path) -> Result<Vec<(DataLink, Vec<u8>)>, String> {
+    let mut file = BufReader::new(
+        File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?,
+    );
+    let mut magic = [0u8; 4];
+    file.read_exact(&mut magic)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file = BufReader::new(File::open(path).map_err(|e| e.to_string())?);
+    let bad =
+        |e: pcap_file::PcapError| format!("{} is not a readable capture: {e}", path.display());
+    let mut out = Vec::new();
+    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let mut r = PcapNgReader::new(file).map_err(bad)?;
+        while let Some(block) = r.next_block() {
+            let (iface, data) = match block.map_err(bad)? {
+                Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned()),
+                Block::SimplePacket(p) => (0, p.data.into_owned()),
+                Block::Packet(p) => (u32::from(p.interface_id), p.data.into_owned()),
+                _ => continue,
+            };
+            let link = r
+                .interfaces()
+                .get(iface as usize)
+                .map(|i| i.linktype)
+                .ok_or_else(|| format!("{}: packet names a missing interface", path.display()))?;
+            out.push((link, data));
+        }
+    } else {
+        let mut r = PcapReader::new(file).map_err(bad)?;
+        let link = r.header().datalink;
+        while let Some(p) = r.next_packet() {
+            out.push((link, p.map_err(bad)?.data.into_owned()));
+        }
+    }
+    Ok(out)
+}
+
+/// Run the subcommand; the exit code follows the documented contract (0 good, 1 bad, 2 unreadable).
+pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
+    let frames = match frames(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rdmacam inspect: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut sum = Summary::default();
+    let mut out = String::new();
+    for (i, (link, data)) in frames.iter().enumerate() {
+        match analyze(i as u64 + 1, *link, data, port) {
+            Some(p) => {
+                sum.roce_packets += 1;
+                if p.icrc == "ok" {
+                    sum.icrc_good += 1;
+                } else {
+                    sum.icrc_bad += 1;
+                }
+                if json {
+                    out.push_str(&serde_json::to_string(&p).expect("serialisable"));
+                } else {
+                    out.push_str(&p.text_line());
+                }
+                out.push('\n');
+            }
+            None => sum.other_packets += 1,
+        }
+    }
+    if json {
+        let s = serde_json::json!({ "summary": sum });
+        writeln!(out, "{s}").unwrap();
+    } else {
+        writeln!(
+            out,
+            "summary: {} RoCE packets, {} with a good ICRC, {} with a bad ICRC, {} other packets skipped",
+            sum.roce_packets, sum.icrc_good, sum.icrc_bad, sum.other_packets
+        )
+        .unwrap();
+    }
+    print!("{out}");
+    if sum.icrc_bad > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,3 @@
+//! The `rdmacam` emulator's library half: what the binary's subcommands do, callable from tests.
+
+pub mod inspect;

@@ -1,0 +1,299 @@
+//! `rdmacam inspect` against independent bytes: the reference vectors A-G (text2pcap of the hex
+//! in reference/rocev2.md) and the captures Linux rxe produced in the lab.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pcap_file::DataLink;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+use rdmacam::inspect::analyze;
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata")
+        .join(name)
+}
+
+fn inspect(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .arg("inspect")
+        .args(args)
+        .output()
+        .expect("run rdmacam");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        v.push(p.unwrap().data.into_owned());
+    }
+    v
+}
+
+fn write_pcap(path: &Path, link: DataLink, frames: &[Vec<u8>]) {
+    let header = PcapHeader {
+        datalink: link,
+        ..Default::default()
+    };
+    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), header).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(&PcapPacket::new(
+            Duration::from_micros(i as u64),
+            f.len() as u32,
+            f,
+        ))
+        .unwrap();
+    }
+}
+
+fn packet_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("summary:"))
+        .collect()
+}
+
+#[test]
+fn reference_vectors_a_to_g_all_have_good_icrc() {
+    let (code, out, _) = inspect(&[testdata("rocev2-vectors-a-g.pcap").to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let lines = packet_lines(&out);
+    assert_eq!(lines.len(), 7);
+    assert!(lines.iter().all(|l| l.ends_with("icrc=ok")), "{out}");
+    let ops: Vec<&str> = lines.iter().map(|l| l.split(' ').nth(5).unwrap()).collect();
+    assert_eq!(
+        ops,
+        [
+            "RC_RDMA_WRITE_ONLY",
+            "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            "RC_SEND_ONLY_WITH_IMMEDIATE",
+            "RC_ACKNOWLEDGE",
+            "RC_ACKNOWLEDGE",
+            "CNP",
+            "RC_RDMA_WRITE_ONLY"
+        ]
+    );
+    assert!(lines[4].contains("aeth=nak(psn-sequence-error)"));
+    assert!(lines[6].starts_with("7 fd00::2 -> fd00::1 qpn=0x000011"));
+    let summary = out.lines().last().unwrap();
+    assert!(summary.starts_with("summary: 7 RoCE packets"));
+    assert!(!summary.contains("icrc=ok") && !summary.contains("icrc=bad"));
+}
+
+/// The lab's sender spoiled the ICRC of exactly these packets on purpose (wrong IP ID, a flipped
+/// ICRC, GSO super-packets); everything rxe itself sent (from 198.18.0.1) is good.
+const SPOILED: [u64; 6] = [13, 26, 40, 41, 68, 70];
+
+#[test]
+fn rxe_captures_are_judged_like_the_kernel_judged_them() {
+    for cap in ["rxe-6.12-handbuilt.pcap", "rxe-6.1-handbuilt.pcap"] {
+        let (code, out, _) = inspect(&[testdata(cap).to_str().unwrap()]);
+        assert_eq!(code, 1, "{cap}: a spoiled packet means exit 1");
+        let lines = packet_lines(&out);
+        assert_eq!(lines.len(), 75, "{cap}");
+        let mut rxe_sent = 0;
+        for line in lines {
+            let index: u64 = line.split(' ').next().unwrap().parse().unwrap();
+            let want_bad = SPOILED.contains(&index);
+            assert_eq!(line.ends_with("icrc=bad"), want_bad, "{cap}: {line}");
+            assert_eq!(line.ends_with("icrc=ok"), !want_bad, "{cap}: {line}");
+            if line.contains(" 198.18.0.1 -> ") {
+                rxe_sent += 1;
+                assert!(line.contains("RC_ACKNOWLEDGE"), "{line}");
+            }
+            if want_bad {
+                assert!(line.contains(" 198.18.0.2 -> "), "{line}");
+            }
+        }
+        assert!(rxe_sent >= 20, "{cap}: rxe sent {rxe_sent} ACK/NAKs");
+    }
+}
+
+/// Byte ranges (from the IP header) that the ICRC masks, or that identify the packet as RoCE at
+/// all (a damaged destination port makes it another UDP packet).
+fn exempt(ip_off: usize, v6: bool, at: usize) -> bool {
+    let r = at.wrapping_sub(ip_off);
+    if at < ip_off {
+        return true; // Ethernet: not covered
+    }
+    if v6 {
+        matches!(r, 0..=3 | 7 | 42 | 43 | 46 | 47 | 52)
+    } else {
+        matches!(r, 1 | 8 | 10 | 11 | 22 | 23 | 26 | 27 | 32)
+    }
+}
+
+#[test]
+fn any_single_bit_flip_outside_masked_fields_is_caught() {
+    let mut frames = read_pcap(&testdata("rocev2-vectors-a-g.pcap"));
+    let rxe = read_pcap(&testdata("rxe-6.12-handbuilt.pcap"));
+    // packets 1 (WRITE ONLY), 2 (rxe's ACK), 3 (WRITE FIRST), 17 (rxe's NAK)
+    frames.extend([0, 1, 2, 16].map(|i| rxe[i].clone()));
+    let mut flips = 0;
+    for f in &frames {
+        let v6 = f[12..14] == [0x86, 0xdd];
+        assert_eq!(analyze(1, DataLink::ETHERNET, f, 4791).unwrap().icrc, "ok");
+        for at in 0..f.len() {
+            if exempt(14, v6, at) {
+                continue;
+            }
+            for bit in 0..8 {
+                let mut m = f.clone();
+                m[at] ^= 1 << bit;
+                let p = analyze(1, DataLink::ETHERNET, &m, 4791)
+                    .unwrap_or_else(|| panic!("byte {at} bit {bit}: no longer seen as RoCE"));
+                assert_eq!(
+                    p.icrc,
+                    "bad",
+                    "byte {at} bit {bit} of a {}-byte frame",
+                    f.len()
+                );
+                flips += 1;
+            }
+        }
+    }
+    assert!(flips > 10_000, "{flips}");
+}
+
+#[test]
+fn flipped_bit_makes_the_cli_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut frames = read_pcap(&testdata("rocev2-vectors-a-g.pcap"));
+    frames[3][50] ^= 0x10; // vector D's PSN
+    let p = dir.path().join("flipped.pcap");
+    write_pcap(&p, DataLink::ETHERNET, &frames);
+    let (code, out, _) = inspect(&[p.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let bad: Vec<&str> = out.lines().filter(|l| l.ends_with("icrc=bad")).collect();
+    assert_eq!(bad.len(), 1);
+    assert!(bad[0].starts_with("4 "));
+}
+
+#[test]
+fn vlan_tags_pcapng_and_cooked_captures_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = read_pcap(&testdata("rocev2-vectors-a-g.pcap"));
+    // 802.1Q tag (PCP 3, VID 100) inserted after the MACs, written as pcapng
+    let tagged: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| [&f[..12], &[0x81, 0x00, 0x60, 0x64][..], &f[12..]].concat())
+        .collect();
+    let ng = dir.path().join("tagged.pcapng");
+    {
+        let mut w = PcapNgWriter::new(std::fs::File::create(&ng).unwrap()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![],
+        })
+        .unwrap();
+        for f in &tagged {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: Duration::ZERO,
+                original_len: f.len() as u32,
+                data: Cow::Borrowed(f),
+                options: vec![],
+            })
+            .unwrap();
+        }
+    }
+    let (code, out, _) = inspect(&[ng.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let lines = packet_lines(&out);
+    assert_eq!(lines.len(), 7);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("vlan=100") && l.ends_with("icrc=ok"))
+    );
+
+    // Linux cooked capture v1 (tcpdump -i any): 16-byte header, protocol at 14..16
+    let sll: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| [&[0, 0, 0, 1, 0, 6][..], &f[6..12], &[0, 0], &f[12..]].concat())
+        .collect();
+    let p = dir.path().join("sll.pcap");
+    write_pcap(&p, DataLink::LINUX_SLL, &sll);
+    let (code, out, _) = inspect(&[p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(packet_lines(&out).len(), 7);
+}
+
+#[test]
+fn json_lines_carry_the_documented_fields() {
+    let (code, out, _) = inspect(&[
+        testdata("rocev2-vectors-a-g.pcap").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 8);
+    let b = &rows[1];
+    assert_eq!(b["index"], 2);
+    assert_eq!(b["version"], "RoCEv2");
+    assert_eq!(b["src"], "192.168.10.2");
+    assert_eq!(b["dst_port"], 4791);
+    assert_eq!(b["qpn"], 0x11);
+    assert_eq!(b["opcode"], "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE");
+    assert_eq!(b["opcode_value"], 0x0b);
+    assert_eq!(b["psn"], 0x101);
+    assert_eq!(b["payload_len"], 13);
+    assert_eq!(b["icrc"], "ok");
+    assert_eq!(b["icrc_carried"], "0x4fed8dd6");
+    let s = &rows[7]["summary"];
+    assert_eq!(
+        (s["roce_packets"].as_u64(), s["icrc_bad"].as_u64()),
+        (Some(7), Some(0))
+    );
+}
+
+#[test]
+fn unknown_opcode_and_other_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut frames = read_pcap(&testdata("rocev2-vectors-a-g.pcap"));
+    frames[0][42] = 0x1f; // opcode of vector A -> unknown, ICRC now wrong too
+    let p = dir.path().join("unknown.pcap");
+    write_pcap(&p, DataLink::ETHERNET, &frames);
+    let (code, out, _) = inspect(&[p.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .contains("unknown(0x1f) psn=256 len=- icrc=bad"),
+        "{out}"
+    );
+    // --port: nothing is RoCE on 4792
+    let (code, out, _) = inspect(&[p.to_str().unwrap(), "--port", "4792"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("summary: 0 RoCE packets"));
+    assert!(out.contains("7 other packets skipped"));
+}
+
+#[test]
+fn unreadable_file_exits_2_with_a_message() {
+    let (code, out, err) = inspect(&["/nonexistent/x.pcap"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.contains("cannot open /nonexistent/x.pcap"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("junk.pcap");
+    std::fs::write(&p, b"this is not a capture at all").unwrap();
+    let (code, _, err) = inspect(&[p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a readable capture"), "{err}");
+}
