@@ -14,6 +14,7 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod rc;
 pub mod wire;
 
 /// Parse a whitespace-separated hex dump (test helper for the vectors in the reference notes).

@@ -1,0 +1,164 @@
+//! A soft RoCEv2 host: an RC (or UC) responder with registered memory and posted receives.
+
+use std::collections::BTreeMap;
+
+use rdmacam_protocol::rc::{
+    Instant, MemoryRegion, Placement, RecvCompletion, RecvStatus, Responder, ResponderConfig,
+    ResponderCounters, split_rocev2,
+};
+use rdmacam_protocol::wire;
+
+/// Posted receives the soft host can hold.
+pub const RQ_DEPTH: usize = 1024;
+const MRS: usize = 16;
+const CQ_DEPTH: usize = 4096;
+
+/// A received SEND (or WRITE with immediate): its completion and, for SENDs, the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The completion as the responder reported it.
+    pub completion: RecvCompletion,
+    /// The message bytes (SEND only; empty for WRITE with immediate and flushed receives).
+    pub data: Vec<u8>,
+}
+
+/// Why the soft host dropped a packet before the responder saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InputCounters {
+    /// Bad ICRC, bad IPv4 header checksum or bad non-zero UDP checksum.
+    pub checksum_drops: u64,
+    /// Unparseable or non-RoCEv2 packets.
+    pub malformed_drops: u64,
+}
+
+/// A host QP with its memory: what a host application would have set up through verbs.
+#[derive(Debug)]
+pub struct SoftHost {
+    responder: Responder<RQ_DEPTH, MRS, CQ_DEPTH>,
+    regions: BTreeMap<u32, (u64, Vec<u8>)>,
+    recv_bufs: BTreeMap<u64, Vec<u8>>,
+    received: Vec<Received>,
+    input: InputCounters,
+}
+
+impl SoftHost {
+    /// A host QP in RTR with no memory registered and no receives posted.
+    pub fn new(cfg: ResponderConfig) -> Self {
+        SoftHost {
+            responder: Responder::new(cfg),
+            regions: BTreeMap::new(),
+            recv_bufs: BTreeMap::new(),
+            received: Vec::new(),
+            input: InputCounters::default(),
+        }
+    }
+
+    /// Register `len` zeroed bytes at virtual address `va` for RDMA WRITE under `rkey`.
+    pub fn register(&mut self, rkey: u32, va: u64, len: usize) {
+        assert!(
+            self.responder.register(MemoryRegion {
+                rkey,
+                va,
+                len: len as u64
+            }),
+            "memory region table full"
+        );
+        self.regions.insert(rkey, (va, vec![0; len]));
+    }
+
+    /// The bytes of the region registered under `rkey`.
+    pub fn region(&self, rkey: u32) -> &[u8] {
+        &self.regions[&rkey].1
+    }
+
+    /// Post a receive buffer of `len` bytes.
+    pub fn post_recv(&mut self, wr_id: u64, len: u32) -> bool {
+        let ok = self.responder.post_recv(wr_id, len);
+        if ok {
+            self.recv_bufs.insert(wr_id, vec![0; len as usize]);
+        }
+        ok
+    }
+
+    /// Receives posted and not yet consumed.
+    pub fn posted_receives(&self) -> usize {
+        self.responder.posted_receives()
+    }
+
+    /// Handle a received IP packet. Returns whether it reached the responder.
+    pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) -> bool {
+        let (src, dst, ecn, ib) = match split_rocev2(packet) {
+            Ok(x) => x,
+            Err(wire::Error::Checksum) => {
+                self.input.checksum_drops += 1;
+                return false;
+            }
+            Err(_) => {
+                self.input.malformed_drops += 1;
+                return false;
+            }
+        };
+        match self.responder.handle_ib(now, src, dst, ecn, ib) {
+            Some(Placement::Write { rkey, va, data }) => {
+                let (base, mem) = self.regions.get_mut(&rkey).expect("responder checked rkey");
+                let at = (va - *base) as usize;
+                mem[at..at + data.len()].copy_from_slice(data);
+            }
+            Some(Placement::Recv {
+                wr_id,
+                offset,
+                data,
+            }) => {
+                let buf = self.recv_bufs.get_mut(&wr_id).expect("posted");
+                let at = offset as usize;
+                buf[at..at + data.len()].copy_from_slice(data);
+            }
+            None => {}
+        }
+        while let Some(c) = self.responder.poll_completion() {
+            let buf = self.recv_bufs.remove(&c.wr_id).unwrap_or_default();
+            let data = if c.status == RecvStatus::Success
+                && c.opcode == rdmacam_protocol::rc::RecvOpcode::Recv
+            {
+                buf[..c.byte_len as usize].to_vec()
+            } else {
+                Vec::new()
+            };
+            self.received.push(Received {
+                completion: c,
+                data,
+            });
+        }
+        true
+    }
+
+    /// Write the next ACK/NAK/CNP into `buf`; returns its length.
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<usize> {
+        self.responder.poll_transmit(buf)
+    }
+
+    /// Receive completions so far, in order.
+    pub fn received(&self) -> &[Received] {
+        &self.received
+    }
+
+    /// Whether the QP is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.responder.is_error()
+    }
+
+    /// The responder's counters (rxe names).
+    pub fn counters(&self) -> ResponderCounters {
+        self.responder.counters()
+    }
+
+    /// Drops before the responder.
+    pub fn input_counters(&self) -> InputCounters {
+        self.input
+    }
+
+    /// The next PSN the responder expects.
+    pub fn expected_psn(&self) -> u32 {
+        self.responder.expected_psn()
+    }
+}

@@ -1,0 +1,652 @@
+//! The RC send queue: work requests in, RoCEv2 packets out, made reliable.
+
+use core::time::Duration;
+
+use heapless::Deque;
+
+use super::rate::{RateConfig, RateController};
+use super::{Instant, Path, PayloadRef, PayloadSource, local_ack_timeout};
+use crate::wire::aeth::{AethSyndrome, NakCode, rnr_timer_micros};
+use crate::wire::bth::{psn_add, psn_diff};
+use crate::wire::opcode::Transport;
+use crate::wire::pmtu::{MessageKind, Pmtu, packet_count, segment};
+use crate::wire::roce::{MAX_HEADER_LEN, ROCEV2_PORT, udp_source_port};
+use crate::wire::{BthRepr, IbRepr, Opcode, RethRepr, RoceV2Repr};
+
+/// Static settings of a requester (the QP attributes of `ibv_modify_qp` RTR/RTS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequesterConfig {
+    /// This side's QP number (24 bits).
+    pub local_qpn: u32,
+    /// The peer's QP number: destination of every packet.
+    pub remote_qpn: u32,
+    /// Path MTU; must equal the responder's.
+    pub pmtu: Pmtu,
+    /// First PSN (`sq_psn`); the responder's `rq_psn` must match.
+    pub start_psn: u32,
+    /// Local ACK timeout code: 4.096 µs × 2^timeout; 0 = wait forever.
+    pub timeout: u8,
+    /// Retransmissions after a timeout or sequence NAK before the request fails (0..=7; unlike
+    /// rxe, 7 is not infinite).
+    pub retry_cnt: u8,
+    /// Retries after RNR NAKs (0..=7; 7 = forever).
+    pub rnr_retry: u8,
+    /// Request an ACK at least every this many packets (and always on a message's last packet).
+    pub ack_req_every: u32,
+    /// Most packets in flight without an ACK (must stay well below 2^23).
+    pub max_unacked: u32,
+    /// Addresses, DSCP, ECN, TTL.
+    pub path: Path,
+    /// Static limit and DCQCN.
+    pub rate: RateConfig,
+}
+
+impl RequesterConfig {
+    /// Defaults: PMTU 4096, timeout 14 (67 ms), retry_cnt 6, rnr_retry 7, AckReq every 64
+    /// packets, window 1024 packets, no rate limit.
+    pub const fn new(local_qpn: u32, remote_qpn: u32, start_psn: u32, path: Path) -> Self {
+        RequesterConfig {
+            local_qpn,
+            remote_qpn,
+            pmtu: Pmtu::Mtu4096,
+            start_psn,
+            timeout: 14,
+            retry_cnt: 6,
+            rnr_retry: 7,
+            ack_req_every: 64,
+            max_unacked: 1024,
+            path,
+            rate: RateConfig {
+                static_limit: None,
+                dcqcn: None,
+            },
+        }
+    }
+}
+
+/// One message to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkRequest {
+    /// The caller's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// SEND, SEND with immediate, WRITE, WRITE with immediate.
+    pub kind: MessageKind,
+    /// Where the bytes live.
+    pub payload: PayloadRef,
+    /// Message length in bytes (at most 2^31 for WRITEs).
+    pub len: u32,
+    /// Remote virtual address (WRITE only).
+    pub remote_va: u64,
+    /// Remote key (WRITE only).
+    pub rkey: u32,
+    /// Immediate data (the "with immediate" kinds).
+    pub imm: u32,
+    /// Ask for a solicited event at the peer on the last packet.
+    pub solicited: bool,
+}
+
+/// How a work request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WcStatus {
+    /// Acknowledged: the peer placed every byte.
+    Success,
+    /// `retry_cnt` timeouts or sequence NAKs in a row (`IBV_WC_RETRY_EXC_ERR`).
+    RetryExceeded,
+    /// `rnr_retry` RNR NAKs in a row (`IBV_WC_RNR_RETRY_EXC_ERR`).
+    RnrRetryExceeded,
+    /// The peer answered NAK invalid request (`IBV_WC_REM_INV_REQ_ERR`).
+    RemoteInvalidRequest,
+    /// The peer answered NAK remote access error: bad R_Key or range (`IBV_WC_REM_ACCESS_ERR`).
+    RemoteAccessError,
+    /// The peer answered NAK remote operational error (`IBV_WC_REM_OP_ERR`).
+    RemoteOperationalError,
+    /// The payload could not be read from the caller's buffer (`IBV_WC_LOC_PROT_ERR`).
+    LocalProtectionError,
+    /// Flushed because the queue pair went to the error state (`IBV_WC_WR_FLUSH_ERR`).
+    Flushed,
+}
+
+/// A finished work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The work request's identifier.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What it was.
+    pub kind: MessageKind,
+    /// Message length.
+    pub len: u32,
+}
+
+/// Why [`Requester::post`] refused a work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// The send queue is full; poll completions first.
+    QueueFull,
+    /// The queue pair is in the error state.
+    QpError,
+    /// A WRITE longer than 2^31 bytes.
+    TooLong,
+}
+
+/// Counters a host team can compare with their NIC's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequesterCounters {
+    /// Packets sent, retransmissions included.
+    pub packets_sent: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub payload_bytes_sent: u64,
+    /// IP bytes sent (headers, payload, pad, ICRC).
+    pub wire_bytes_sent: u64,
+    /// Packets sent again (after a NAK, RNR NAK or timeout).
+    pub retransmitted_packets: u64,
+    /// PSN sequence error NAKs acted on.
+    pub seq_naks: u64,
+    /// RNR NAKs received.
+    pub rnr_naks: u64,
+    /// Local ACK timeouts.
+    pub timeouts: u64,
+    /// ACKs that moved the window.
+    pub acks: u64,
+    /// ACK/NAKs ignored as duplicate, stale or for PSNs never sent.
+    pub stale_acks: u64,
+    /// CNPs received.
+    pub cnps: u64,
+    /// Work requests completed successfully.
+    pub completed: u64,
+    /// Work requests completed with an error.
+    pub failed: u64,
+}
+
+/// A packet ready to leave, in gather form: headers, the payload as a reference into the
+/// caller's buffer, then pad and ICRC. Send `header() ‖ payload bytes ‖ trailer()`.
+#[derive(Debug, Clone)]
+pub struct TxPacket {
+    header: [u8; MAX_HEADER_LEN],
+    header_len: u8,
+    trailer: [u8; 7],
+    trailer_len: u8,
+    /// Where the payload bytes are.
+    pub payload: PayloadRef,
+    /// Payload length.
+    pub payload_len: u32,
+    /// The packet's PSN.
+    pub psn: u32,
+    /// Whether this PSN was sent before.
+    pub retransmission: bool,
+}
+
+impl TxPacket {
+    /// IP, UDP and InfiniBand headers.
+    pub fn header(&self) -> &[u8] {
+        &self.header[..usize::from(self.header_len)]
+    }
+    /// Pad and ICRC.
+    pub fn trailer(&self) -> &[u8] {
+        &self.trailer[..usize::from(self.trailer_len)]
+    }
+    /// Whole IP packet length.
+    pub fn len(&self) -> usize {
+        usize::from(self.header_len) + self.payload_len as usize + usize::from(self.trailer_len)
+    }
+    /// Whether the packet is empty (never: it has headers).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    /// Copy the whole packet into `buf` (for transports without gather I/O); returns its length.
+    pub fn copy_to<S: PayloadSource + ?Sized>(&self, src: &S, buf: &mut [u8]) -> Option<usize> {
+        let n = self.len();
+        let h = usize::from(self.header_len);
+        let p = self.payload_len as usize;
+        let out = buf.get_mut(..n)?;
+        out[..h].copy_from_slice(self.header());
+        out[h..h + p].copy_from_slice(src.payload(self.payload.handle, self.payload.offset, p)?);
+        out[h + p..].copy_from_slice(self.trailer());
+        Some(n)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Wqe {
+    wr: WorkRequest,
+    first_psn: u32,
+    npkts: u32,
+}
+
+impl Wqe {
+    fn last_psn(&self) -> u32 {
+        psn_add(self.first_psn, self.npkts - 1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Ready,
+    Error,
+}
+
+/// The RC requester. `SQ` bounds outstanding work requests, `CQ` unread completions.
+#[derive(Debug)]
+pub struct Requester<const SQ: usize, const CQ: usize> {
+    cfg: RequesterConfig,
+    state: State,
+    sq: Deque<Wqe, SQ>,
+    cq: Deque<Completion, CQ>,
+    /// PSN the next posted work request will start at.
+    next_post_psn: u32,
+    /// Oldest unacknowledged PSN.
+    una: u32,
+    /// Next PSN to transmit (moves back on go-back-N).
+    send_psn: u32,
+    /// One past the highest PSN ever transmitted.
+    sent_end: u32,
+    packets_since_ackreq: u32,
+    retry_left: u8,
+    rnr_left: u8,
+    /// PSN a NAK-triggered go-back started from, until an ACK passes it.
+    retrying_from: Option<u32>,
+    ack_deadline: Option<Instant>,
+    rnr_until: Option<Instant>,
+    rate: RateController,
+    src_port: u16,
+    counters: RequesterCounters,
+}
+
+impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
+    /// A requester in the ready-to-send state.
+    pub fn new(cfg: RequesterConfig) -> Self {
+        let start = cfg.start_psn & 0x00ff_ffff;
+        Requester {
+            cfg,
+            state: State::Ready,
+            sq: Deque::new(),
+            cq: Deque::new(),
+            next_post_psn: start,
+            una: start,
+            send_psn: start,
+            sent_end: start,
+            packets_since_ackreq: 0,
+            retry_left: cfg.retry_cnt,
+            rnr_left: cfg.rnr_retry,
+            retrying_from: None,
+            ack_deadline: None,
+            rnr_until: None,
+            rate: RateController::new(cfg.rate),
+            src_port: udp_source_port(cfg.local_qpn, cfg.remote_qpn),
+            counters: RequesterCounters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RequesterConfig {
+        &self.cfg
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> RequesterCounters {
+        self.counters
+    }
+
+    /// The rate controller (current rate, α, CNPs handled).
+    pub fn rate(&self) -> &RateController {
+        &self.rate
+    }
+
+    /// Whether the queue pair is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.state == State::Error
+    }
+
+    /// Work requests posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.sq.len()
+    }
+
+    /// The next PSN a new work request will get.
+    pub fn next_psn(&self) -> u32 {
+        self.next_post_psn
+    }
+
+    /// Queue a work request.
+    pub fn post(&mut self, wr: WorkRequest) -> Result<(), PostError> {
+        if self.state == State::Error {
+            return Err(PostError::QpError);
+        }
+        if wr.kind.is_write() && wr.len > 1 << 31 {
+            return Err(PostError::TooLong);
+        }
+        let npkts = packet_count(wr.len, self.cfg.pmtu);
+        let wqe = Wqe {
+            wr,
+            first_psn: self.next_post_psn,
+            npkts,
+        };
+        self.sq.push_back(wqe).map_err(|_| PostError::QueueFull)?;
+        self.next_post_psn = psn_add(self.next_post_psn, npkts);
+        Ok(())
+    }
+
+    /// Take the next completion.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.cq.pop_front()
+    }
+
+    fn unacked(&self, psn: u32) -> u32 {
+        psn_diff(psn, self.una) as u32
+    }
+
+    /// Build the next packet to send at `now`, if the window, the rate and RNR waits allow.
+    pub fn poll_transmit<S: PayloadSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        src: &S,
+    ) -> Option<TxPacket> {
+        if self.state != State::Ready {
+            return None;
+        }
+        if let Some(t) = self.rnr_until {
+            if now < t {
+                return None;
+            }
+            self.rnr_until = None;
+        }
+        if psn_diff(self.send_psn, self.next_post_psn) >= 0 {
+            return None; // nothing posted beyond what was sent
+        }
+        if self.unacked(self.send_psn) >= self.cfg.max_unacked {
+            return None;
+        }
+        if now < self.rate.next_send_time() {
+            return None;
+        }
+        let psn = self.send_psn;
+        let wqe = *self
+            .sq
+            .iter()
+            .find(|w| psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0)?;
+        let index = psn_diff(psn, wqe.first_psn) as u32;
+        let seg = segment(wqe.wr.kind, wqe.wr.len, self.cfg.pmtu, index, false);
+        let last = index + 1 == wqe.npkts;
+        let retransmission = psn_diff(psn, self.sent_end) < 0;
+        let ack_req = last
+            || self.packets_since_ackreq + 1 >= self.cfg.ack_req_every
+            || self.unacked(psn) + 1 >= self.cfg.max_unacked;
+        let mut bth = BthRepr::new(seg.opcode, self.cfg.remote_qpn, psn);
+        bth.ack_req = ack_req;
+        bth.solicited = last && wqe.wr.solicited;
+        let mut ib = IbRepr::new(bth);
+        let h = seg.opcode.headers();
+        if h.reth {
+            ib.reth = Some(RethRepr {
+                va: wqe.wr.remote_va,
+                rkey: wqe.wr.rkey,
+                dma_len: wqe.wr.len,
+            });
+        }
+        if h.immdt {
+            ib.immdt = Some(wqe.wr.imm);
+        }
+        let repr = RoceV2Repr {
+            ip: self.cfg.path.ip_repr(self.cfg.path.ecn)?,
+            src_port: self.src_port,
+            dst_port: ROCEV2_PORT,
+            ib,
+            payload_len: seg.len as usize,
+        };
+        let payload = PayloadRef {
+            handle: wqe.wr.payload.handle,
+            offset: wqe.wr.payload.offset + u64::from(seg.offset),
+        };
+        let Some(bytes) = src.payload(payload.handle, payload.offset, seg.len as usize) else {
+            self.fail_from(psn, WcStatus::LocalProtectionError);
+            return None;
+        };
+        let mut pkt = TxPacket {
+            header: [0; MAX_HEADER_LEN],
+            header_len: 0,
+            trailer: [0; 7],
+            trailer_len: 0,
+            payload,
+            payload_len: seg.len,
+            psn,
+            retransmission,
+        };
+        let hl = repr.emit_header(&mut pkt.header).ok()?;
+        let tl = repr
+            .emit_trailer(&pkt.header[..hl], [bytes], &mut pkt.trailer)
+            .ok()?;
+        pkt.header_len = hl as u8;
+        pkt.trailer_len = tl as u8;
+
+        self.packets_since_ackreq = if ack_req {
+            0
+        } else {
+            self.packets_since_ackreq + 1
+        };
+        self.send_psn = psn_add(psn, 1);
+        if !retransmission {
+            self.sent_end = self.send_psn;
+        }
+        // The timer runs from the newest ACK-requesting packet, so pacing a long window out
+        // slowly cannot fire it while ACKs are still due.
+        if self.ack_deadline.is_none() || ack_req {
+            self.ack_deadline = local_ack_timeout(self.cfg.timeout).map(|t| now + t);
+        }
+        let c = &mut self.counters;
+        c.packets_sent += 1;
+        c.payload_bytes_sent += u64::from(seg.len);
+        c.wire_bytes_sent += pkt.len() as u64;
+        if retransmission {
+            c.retransmitted_packets += 1;
+        }
+        self.rate.on_sent(now, pkt.len());
+        Some(pkt)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) or [`poll_transmit`](Self::poll_transmit)
+    /// next has something to do; `None` when only a received packet or a post can change that.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state != State::Ready {
+            return None;
+        }
+        let mut t = self.rate.poll_timeout();
+        let mut earliest = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        earliest(self.ack_deadline);
+        earliest(self.rnr_until);
+        let can_send = psn_diff(self.send_psn, self.next_post_psn) < 0
+            && self.unacked(self.send_psn) < self.cfg.max_unacked;
+        if can_send && self.rnr_until.is_none() {
+            earliest(Some(self.rate.next_send_time()));
+        }
+        t
+    }
+
+    /// Run timers: the local ACK timeout (go back to the oldest unacknowledged PSN, or fail the
+    /// request when `retry_cnt` is used up) and DCQCN's rate timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.rate.handle_timeout(now);
+        if self.state != State::Ready {
+            return;
+        }
+        let Some(deadline) = self.ack_deadline else {
+            return;
+        };
+        if now < deadline {
+            return;
+        }
+        if psn_diff(self.una, self.sent_end) >= 0 {
+            self.ack_deadline = None; // nothing outstanding
+            return;
+        }
+        self.counters.timeouts += 1;
+        if self.retry_left == 0 {
+            self.fail_from(self.una, WcStatus::RetryExceeded);
+            return;
+        }
+        self.retry_left -= 1;
+        self.retrying_from = None;
+        self.send_psn = self.una;
+        self.ack_deadline = local_ack_timeout(self.cfg.timeout).map(|t| now + t);
+    }
+
+    /// Feed the InfiniBand part (BTH to ICRC) of a packet addressed to this QP: ACK/NAK or CNP.
+    /// The ICRC has been checked by the caller (or cannot be, on a UDP socket). Returns false
+    /// when the packet was not for the requester.
+    pub fn handle_ib(&mut self, now: Instant, ib: &[u8]) -> bool {
+        let Ok((repr, _)) = IbRepr::parse(ib) else {
+            return false;
+        };
+        if repr.bth.dest_qp != self.cfg.local_qpn {
+            return false;
+        }
+        match repr.bth.opcode.info().map(|i| i.transport) {
+            Some(Transport::Cnp) => {
+                self.counters.cnps += 1;
+                self.rate.on_cnp(now);
+                true
+            }
+            Some(Transport::Rc) if repr.bth.opcode == Opcode::RC_ACK => {
+                if let Some(aeth) = repr.aeth {
+                    self.handle_ack(now, repr.bth.psn, aeth.syndrome);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn handle_ack(&mut self, now: Instant, psn: u32, syndrome: AethSyndrome) {
+        if self.state != State::Ready {
+            return;
+        }
+        // An ACK covers `psn`; a NAK names the PSN it expects (everything before is acked).
+        let acked_end = match syndrome {
+            AethSyndrome::Ack { .. } => psn_add(psn, 1),
+            _ => psn,
+        };
+        if psn_diff(acked_end, self.una) < 0 || psn_diff(acked_end, self.sent_end) > 0 {
+            self.counters.stale_acks += 1;
+            return;
+        }
+        if matches!(syndrome, AethSyndrome::Ack { .. }) && acked_end == self.una {
+            // duplicate ACK of what is already acknowledged
+            self.counters.stale_acks += 1;
+            return;
+        }
+        self.advance_una(now, acked_end);
+        match syndrome {
+            AethSyndrome::Ack { .. } => {
+                self.counters.acks += 1;
+            }
+            AethSyndrome::Nak(NakCode::PsnSequenceError) => {
+                if psn_diff(psn, self.sent_end) >= 0 {
+                    return; // expects what we have not sent yet: nothing to resend
+                }
+                if self.retrying_from == Some(psn) {
+                    self.counters.stale_acks += 1;
+                    return; // already going back from there
+                }
+                self.counters.seq_naks += 1;
+                if self.retry_left == 0 {
+                    self.fail_from(psn, WcStatus::RetryExceeded);
+                    return;
+                }
+                self.retry_left -= 1;
+                self.retrying_from = Some(psn);
+                self.send_psn = psn;
+            }
+            AethSyndrome::RnrNak { timer } => {
+                self.counters.rnr_naks += 1;
+                if self.cfg.rnr_retry != 7 {
+                    if self.rnr_left == 0 {
+                        self.fail_from(psn, WcStatus::RnrRetryExceeded);
+                        return;
+                    }
+                    self.rnr_left -= 1;
+                }
+                self.rnr_until =
+                    Some(now + Duration::from_micros(u64::from(rnr_timer_micros(timer))));
+                self.send_psn = psn;
+                self.retrying_from = None;
+                // the ACK timer restarts when sending resumes
+                self.ack_deadline = None;
+            }
+            AethSyndrome::Nak(code) => {
+                let status = match code {
+                    NakCode::InvalidRequest | NakCode::InvalidRdRequest => {
+                        WcStatus::RemoteInvalidRequest
+                    }
+                    NakCode::RemoteAccessError => WcStatus::RemoteAccessError,
+                    _ => WcStatus::RemoteOperationalError,
+                };
+                self.fail_from(psn, status);
+            }
+        }
+    }
+
+    /// Everything before `end` is acknowledged.
+    fn advance_una(&mut self, now: Instant, end: u32) {
+        if psn_diff(end, self.una) <= 0 {
+            return;
+        }
+        self.una = end;
+        if psn_diff(self.send_psn, end) < 0 {
+            self.send_psn = end;
+        }
+        if let Some(r) = self.retrying_from
+            && psn_diff(end, r) > 0
+        {
+            self.retrying_from = None;
+        }
+        while let Some(w) = self.sq.front() {
+            if psn_diff(w.last_psn(), end) >= 0 {
+                break;
+            }
+            let w = self.sq.pop_front().expect("front exists");
+            self.complete(w.wr, WcStatus::Success);
+        }
+        self.retry_left = self.cfg.retry_cnt;
+        self.rnr_left = self.cfg.rnr_retry;
+        self.ack_deadline = if psn_diff(self.una, self.sent_end) < 0 {
+            local_ack_timeout(self.cfg.timeout).map(|t| now + t)
+        } else {
+            None
+        };
+    }
+
+    fn complete(&mut self, wr: WorkRequest, status: WcStatus) {
+        if status == WcStatus::Success {
+            self.counters.completed += 1;
+        } else {
+            self.counters.failed += 1;
+        }
+        let c = Completion {
+            wr_id: wr.wr_id,
+            status,
+            kind: wr.kind,
+            len: wr.len,
+        };
+        if self.cq.push_back(c).is_err() {
+            // A full completion queue is a caller bug; keep the newest error visible.
+            let _ = self.cq.pop_front();
+            let _ = self.cq.push_back(c);
+        }
+    }
+
+    /// Move to the error state: the request holding `psn` fails with `status`, the rest flush.
+    fn fail_from(&mut self, psn: u32, status: WcStatus) {
+        self.state = State::Error;
+        self.ack_deadline = None;
+        self.rnr_until = None;
+        while let Some(w) = self.sq.pop_front() {
+            let holds = psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0;
+            let s = if holds { status } else { WcStatus::Flushed };
+            self.complete(w.wr, s);
+        }
+    }
+}
