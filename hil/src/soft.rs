@@ -157,6 +157,11 @@ impl SoftHost {
         self.input
     }
 
+    /// The protocol responder inside (for inspection).
+    pub fn responder(&self) -> &Responder<RQ_DEPTH, MRS, CQ_DEPTH> {
+        &self.responder
+    }
+
     /// The next PSN the responder expects.
     pub fn expected_psn(&self) -> u32 {
         self.responder.expected_psn()

@@ -303,6 +303,17 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.sq.len()
     }
 
+    /// The oldest PSN not yet acknowledged.
+    pub fn oldest_unacked_psn(&self) -> u32 {
+        self.una
+    }
+
+    /// Retransmissions left before the oldest request fails (`retry_cnt` minus retries since
+    /// the last progress).
+    pub fn retries_left(&self) -> u8 {
+        self.retry_left
+    }
+
     /// The next PSN a new work request will get.
     pub fn next_psn(&self) -> u32 {
         self.next_post_psn
@@ -572,7 +583,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 self.rnr_until =
                     Some(now + Duration::from_micros(u64::from(rnr_timer_micros(timer))));
                 self.send_psn = psn;
-                self.retrying_from = None;
+                // The responder also NAKs the next packet for a sequence error at this PSN
+                // (rxe does); that NAK belongs to this retry and must not use up retry_cnt.
+                self.retrying_from = Some(psn);
                 // the ACK timer restarts when sending resumes
                 self.ack_deadline = None;
             }

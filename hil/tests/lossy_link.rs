@@ -1,0 +1,553 @@
+//! The camera's RC requester and the soft host across a deterministic lossy link: every WRITE
+//! lands byte-exact, every SEND arrives once and in order, every work request completes once.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rdmacam_hil::sim::{Event, LinkConfig, Sim};
+use rdmacam_protocol::rc::{
+    DcqcnConfig, Instant, Path, PayloadRef, RecvOpcode, RecvStatus, RequesterConfig,
+    ResponderConfig, WcStatus, WorkRequest,
+};
+use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+
+const CAM: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CAM_QPN: u32 = 0x22;
+const HOST_QPN: u32 = 0x11;
+const RKEY: u32 = 0x1234;
+const MR_VA: u64 = 0x7f00_0000_0000;
+const MR_LEN: usize = 512 << 10;
+
+fn configs(start_psn: u32) -> (RequesterConfig, ResponderConfig) {
+    let mut cam = RequesterConfig::new(
+        CAM_QPN,
+        HOST_QPN,
+        start_psn,
+        Path::new(IpAddr::V4(CAM), IpAddr::V4(HOST)),
+    );
+    cam.pmtu = Pmtu::Mtu1024;
+    cam.timeout = 10; // 4.2 ms
+    cam.retry_cnt = 7;
+    cam.ack_req_every = 16;
+    cam.max_unacked = 128;
+    let mut host = ResponderConfig::new(
+        HOST_QPN,
+        CAM_QPN,
+        start_psn,
+        Path::new(IpAddr::V4(HOST), IpAddr::V4(CAM)),
+    );
+    host.pmtu = Pmtu::Mtu1024;
+    host.min_rnr_timer = 1; // 10 µs
+    (cam, host)
+}
+
+fn sim(seed: u64, up: LinkConfig, down: LinkConfig, start_psn: u32) -> Sim {
+    let (cam, host) = configs(start_psn);
+    let mut s = Sim::new(cam, host, up, down, seed);
+    s.host.register(RKEY, MR_VA, MR_LEN);
+    s
+}
+
+/// What the workload expects the host to end up with.
+struct Expected {
+    memory: Vec<u8>,
+    /// (opcode, bytes, immediate) of every receive-consuming message, in post order.
+    receives: Vec<(RecvOpcode, Vec<u8>, Option<u32>)>,
+    wr_ids: Vec<u64>,
+}
+
+/// Post a mixed workload drawn from `seed`: multi-packet WRITEs into the MR, SENDs, and WRITEs
+/// with immediate, with payloads from a random frame buffer.
+fn post_workload(s: &mut Sim, seed: u64, messages: usize) -> Expected {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let mut frame = vec![0u8; 256 << 10];
+    rng.fill(&mut frame[..]);
+    s.buffers = vec![frame.clone()];
+    let mut exp = Expected {
+        memory: vec![0; MR_LEN],
+        receives: Vec::new(),
+        wr_ids: Vec::new(),
+    };
+    let mut mr_off = 0usize;
+    for i in 0..messages {
+        let kind = match rng.random_range(0..10) {
+            0..=5 => MessageKind::Write,
+            6 | 7 => MessageKind::Send,
+            8 => MessageKind::SendImm,
+            _ => MessageKind::WriteImm,
+        };
+        let len = if kind.is_write() {
+            rng.random_range(1..24_000u32)
+        } else {
+            rng.random_range(0..4096u32)
+        };
+        let src_off = rng.random_range(0..frame.len() - len as usize) as u64;
+        let data = frame[src_off as usize..src_off as usize + len as usize].to_vec();
+        if kind.is_write() {
+            if mr_off + len as usize > MR_LEN {
+                mr_off = 0;
+            }
+            exp.memory[mr_off..mr_off + len as usize].copy_from_slice(&data);
+        }
+        let imm = 0xabc0_0000 | i as u32;
+        let wr = WorkRequest {
+            wr_id: 1000 + i as u64,
+            kind,
+            payload: PayloadRef {
+                handle: 0,
+                offset: src_off,
+            },
+            len,
+            remote_va: MR_VA + mr_off as u64,
+            rkey: RKEY,
+            imm,
+            solicited: !kind.is_write() || kind.has_immediate(),
+        };
+        match kind {
+            MessageKind::Send => exp.receives.push((RecvOpcode::Recv, data, None)),
+            MessageKind::SendImm => exp.receives.push((RecvOpcode::Recv, data, Some(imm))),
+            MessageKind::WriteImm => {
+                exp.receives
+                    .push((RecvOpcode::RecvRdmaWithImm, Vec::new(), Some(imm)))
+            }
+            MessageKind::Write => {}
+        }
+        if kind.is_write() {
+            mr_off += len as usize;
+        }
+        s.camera.post(wr).expect("send queue has room");
+        exp.wr_ids.push(wr.wr_id);
+    }
+    exp
+}
+
+/// The invariants: byte-exact memory, receives once and in order, completions once and
+/// successful, in order.
+fn check(s: &Sim, exp: &Expected) -> Result<(), String> {
+    if s.camera.is_error() || s.host.is_error() {
+        return Err(format!(
+            "QP error: camera {} host {} completions {:?}",
+            s.camera.is_error(),
+            s.host.is_error(),
+            s.completions
+                .iter()
+                .filter(|c| c.status != WcStatus::Success)
+                .take(3)
+                .collect::<Vec<_>>()
+        ));
+    }
+    let ids: Vec<u64> = s.completions.iter().map(|c| c.wr_id).collect();
+    if ids != exp.wr_ids {
+        return Err(format!(
+            "completions {} of {} expected, or out of order",
+            ids.len(),
+            exp.wr_ids.len()
+        ));
+    }
+    if let Some(c) = s.completions.iter().find(|c| c.status != WcStatus::Success) {
+        return Err(format!("failed completion {c:?}"));
+    }
+    if s.host.region(RKEY) != &exp.memory[..] {
+        let at = s
+            .host
+            .region(RKEY)
+            .iter()
+            .zip(&exp.memory)
+            .position(|(a, b)| a != b);
+        return Err(format!("host memory differs first at byte {at:?}"));
+    }
+    let got: Vec<(RecvOpcode, Vec<u8>, Option<u32>)> = s
+        .host
+        .received()
+        .iter()
+        .map(|r| {
+            assert_eq!(r.completion.status, RecvStatus::Success);
+            (r.completion.opcode, r.data.clone(), r.completion.imm)
+        })
+        .collect();
+    if got != exp.receives {
+        return Err(format!(
+            "receives: got {} expected {}",
+            got.len(),
+            exp.receives.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Both directions lose `loss` of packets, and duplicate, reorder and corrupt a tenth of that.
+fn impaired(loss: f64) -> LinkConfig {
+    let mut link = LinkConfig::lossy(loss);
+    link.duplicate = loss / 10.0;
+    link.reorder = loss / 10.0;
+    link.corrupt = loss / 10.0;
+    link.jitter = Duration::from_micros(3);
+    link
+}
+
+/// `loss` on the camera-to-host link that carries the frames; the ACK direction loses
+/// min(loss, 5 %). (With 20 % loss both ways, about 1 run in 120 exhausts IBTA's 3-bit
+/// retry_cnt at a tail packet and ends, correctly reported, in RetryExceeded: see `census`.)
+fn run_lossy(seed: u64, loss: f64, messages: usize) -> Result<Sim, String> {
+    run_lossy_both(seed, loss, loss.min(0.05), messages)
+}
+
+fn run_lossy_both(seed: u64, up: f64, down: f64, messages: usize) -> Result<Sim, String> {
+    let mut s = sim(
+        seed,
+        impaired(up),
+        impaired(down),
+        (seed as u32).wrapping_mul(0x9e37) & 0xff_ffff,
+    );
+    s.post_recvs(256, 4096);
+    let exp = post_workload(&mut s, seed, messages);
+    s.run(Instant::from_millis(60_000));
+    check(&s, &exp).map(|_| s)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        rng_seed: RngSeed::Fixed(0x0dd_ba11),
+        failure_persistence: None,
+        .. ProptestConfig::default()
+    })]
+
+    #[test]
+    fn delivers_everything_at_1_percent_loss(seed in any::<u64>(), n in 5usize..40) {
+        let s = run_lossy(seed, 0.01, n).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(s.camera.counters().failed, 0);
+    }
+
+    #[test]
+    fn delivers_everything_at_5_percent_loss(seed in any::<u64>(), n in 5usize..40) {
+        let s = run_lossy(seed, 0.05, n).map_err(TestCaseError::fail)?;
+        prop_assert!(s.up.stats().lost + s.down.stats().lost > 0);
+    }
+
+    #[test]
+    fn delivers_everything_at_20_percent_loss(seed in any::<u64>(), n in 5usize..40) {
+        let s = run_lossy(seed, 0.20, n).map_err(TestCaseError::fail)?;
+        prop_assert!(s.camera.counters().retransmitted_packets > 0);
+    }
+}
+
+#[test]
+fn psn_wraps_across_2_pow_24() {
+    let mut s = sim(
+        1,
+        LinkConfig::lossy(0.02),
+        LinkConfig::lossy(0.02),
+        0xff_ffd0,
+    );
+    s.post_recvs(256, 4096);
+    let exp = post_workload(&mut s, 1, 30);
+    s.run(Instant::from_millis(60_000));
+    check(&s, &exp).unwrap();
+    assert!(
+        s.host.expected_psn() < 0xff_ffd0,
+        "PSN wrapped to {:#x}",
+        s.host.expected_psn()
+    );
+}
+
+/// Drop the first transmission of the packet of a 5-packet WRITE at `index` (0 FIRST, 2
+/// MIDDLE, 4 LAST) and check it is recovered.
+fn lose_one(index: u32) -> Sim {
+    let start = 0x100;
+    let mut s = sim(2, LinkConfig::clean(), LinkConfig::clean(), start);
+    let target = start + index;
+    let mut dropped = false;
+    s.up.set_filter(Box::new(move |p| {
+        let psn = u32::from_be_bytes([0, p[37], p[38], p[39]]);
+        if psn == target && !dropped {
+            dropped = true;
+            return true;
+        }
+        false
+    }));
+    s.buffers = vec![(0..5000u32).map(|i| (i * 13) as u8).collect()];
+    s.camera
+        .post(WorkRequest {
+            wr_id: 1,
+            kind: MessageKind::Write,
+            payload: PayloadRef {
+                handle: 0,
+                offset: 0,
+            },
+            len: 5000,
+            remote_va: MR_VA,
+            rkey: RKEY,
+            imm: 0,
+            solicited: false,
+        })
+        .unwrap();
+    s.run(Instant::from_millis(1000));
+    assert_eq!(s.completions.len(), 1);
+    assert_eq!(s.completions[0].status, WcStatus::Success);
+    assert_eq!(&s.host.region(RKEY)[..5000], &s.buffers[0][..]);
+    assert!(s.camera.counters().retransmitted_packets >= 1);
+    s
+}
+
+#[test]
+fn lost_first_is_nakd_and_resent() {
+    let s = lose_one(0);
+    assert_eq!(s.camera.counters().seq_naks, 1);
+    assert_eq!(s.host.counters().out_of_seq_request, 1);
+}
+
+#[test]
+fn lost_middle_is_resent_from_mid_message() {
+    let s = lose_one(2);
+    assert_eq!(s.camera.counters().seq_naks, 1);
+    // go-back-N from the NAK'd PSN: MIDDLE, MIDDLE, LAST again (no RETH, offset 2 × PMTU)
+    assert_eq!(s.camera.counters().retransmitted_packets, 3);
+}
+
+#[test]
+fn lost_last_is_recovered_by_the_ack_timeout() {
+    let s = lose_one(4);
+    assert_eq!(s.camera.counters().seq_naks, 0);
+    assert_eq!(s.camera.counters().timeouts, 1);
+    // Only the LAST asked for an ACK, so nothing was acknowledged: the timeout goes back to the
+    // FIRST, and the host re-ACKs the four packets it already placed as duplicates.
+    assert_eq!(s.camera.counters().retransmitted_packets, 5);
+    assert_eq!(s.host.counters().duplicate_request, 4);
+}
+
+#[test]
+fn lost_ack_is_covered_by_timeout_and_duplicate_reack() {
+    let mut s = sim(3, LinkConfig::clean(), LinkConfig::clean(), 0);
+    let mut first = true;
+    s.down
+        .set_filter(Box::new(move |_| std::mem::take(&mut first)));
+    s.buffers = vec![vec![7u8; 1000]];
+    s.camera
+        .post(WorkRequest {
+            wr_id: 9,
+            kind: MessageKind::Write,
+            payload: PayloadRef {
+                handle: 0,
+                offset: 0,
+            },
+            len: 1000,
+            remote_va: MR_VA,
+            rkey: RKEY,
+            imm: 0,
+            solicited: false,
+        })
+        .unwrap();
+    s.run(Instant::from_millis(1000));
+    assert_eq!(s.completions[0].status, WcStatus::Success);
+    assert_eq!(s.camera.counters().timeouts, 1);
+    assert_eq!(s.host.counters().duplicate_request, 1);
+    assert_eq!(s.host.counters().rcvd_pkts, 2);
+}
+
+fn sends(s: &mut Sim, n: u64) {
+    s.buffers = vec![(0..=255u8).cycle().take(64 << 10).collect()];
+    for i in 0..n {
+        s.camera
+            .post(WorkRequest {
+                wr_id: i,
+                kind: MessageKind::Send,
+                payload: PayloadRef {
+                    handle: 0,
+                    offset: i * 100,
+                },
+                len: 2000,
+                remote_va: 0,
+                rkey: 0,
+                imm: 0,
+                solicited: true,
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn rnr_storm_waits_for_receives_then_delivers_in_order() {
+    let mut s = sim(4, LinkConfig::clean(), LinkConfig::clean(), 0);
+    sends(&mut s, 20);
+    // no receives at first; 5 at 2 ms, the rest at 20 ms
+    s.at(
+        Instant::from_millis(3),
+        Event::PostRecv {
+            count: 5,
+            len: 4096,
+        },
+    );
+    s.at(
+        Instant::from_millis(20),
+        Event::PostRecv {
+            count: 15,
+            len: 4096,
+        },
+    );
+    s.run(Instant::from_millis(10_000));
+    assert!(
+        s.completions.iter().all(|c| c.status == WcStatus::Success),
+        "{:?} {:?}",
+        s.completions,
+        s.camera.counters()
+    );
+    assert_eq!(s.completions.len(), 20);
+    let got: Vec<&[u8]> = s.host.received().iter().map(|r| &r.data[..]).collect();
+    for (i, d) in got.iter().enumerate() {
+        assert_eq!(*d, &s.buffers[0][i * 100..i * 100 + 2000]);
+    }
+    assert!(
+        s.camera.counters().rnr_naks >= 2,
+        "{:?}",
+        s.camera.counters()
+    );
+    assert_eq!(s.host.counters().send_rnr_err, s.camera.counters().rnr_naks);
+}
+
+#[test]
+fn rnr_retry_exhaustion_is_an_error_completion_not_silence() {
+    let (mut cam, host) = configs(0);
+    cam.rnr_retry = 2;
+    let mut s = Sim::new(cam, host, LinkConfig::clean(), LinkConfig::clean(), 5);
+    sends(&mut s, 3);
+    s.run(Instant::from_millis(10_000));
+    let st: Vec<WcStatus> = s.completions.iter().map(|c| c.status).collect();
+    assert_eq!(
+        st,
+        [
+            WcStatus::RnrRetryExceeded,
+            WcStatus::Flushed,
+            WcStatus::Flushed
+        ]
+    );
+    assert_eq!(s.camera.counters().rnr_naks, 3);
+    assert!(s.camera.is_error());
+}
+
+#[test]
+fn bad_rkey_is_fatal_on_both_sides_and_flushes_the_rest() {
+    let mut s = sim(6, LinkConfig::clean(), LinkConfig::clean(), 0);
+    s.buffers = vec![vec![1u8; 10_000]];
+    for (i, rkey) in [RKEY, RKEY ^ 0x100, RKEY].into_iter().enumerate() {
+        s.camera
+            .post(WorkRequest {
+                wr_id: i as u64,
+                kind: MessageKind::Write,
+                payload: PayloadRef {
+                    handle: 0,
+                    offset: 0,
+                },
+                len: 3000,
+                remote_va: MR_VA + 4096 * i as u64,
+                rkey,
+                imm: 0,
+                solicited: false,
+            })
+            .unwrap();
+    }
+    s.run(Instant::from_millis(1000));
+    let st: Vec<WcStatus> = s.completions.iter().map(|c| c.status).collect();
+    assert_eq!(
+        st,
+        [
+            WcStatus::Success,
+            WcStatus::RemoteAccessError,
+            WcStatus::Flushed
+        ]
+    );
+    assert!(s.host.is_error() && s.camera.is_error());
+    assert!(s.host.region(RKEY)[4096..8192].iter().all(|b| *b == 0));
+}
+
+#[test]
+fn dead_link_exhausts_retries_with_an_error() {
+    let mut s = sim(7, LinkConfig::lossy(1.0), LinkConfig::clean(), 0);
+    s.buffers = vec![vec![1u8; 100]];
+    s.camera
+        .post(WorkRequest {
+            wr_id: 1,
+            kind: MessageKind::Write,
+            payload: PayloadRef {
+                handle: 0,
+                offset: 0,
+            },
+            len: 100,
+            remote_va: MR_VA,
+            rkey: RKEY,
+            imm: 0,
+            solicited: false,
+        })
+        .unwrap();
+    s.run(Instant::from_millis(10_000));
+    assert_eq!(s.completions[0].status, WcStatus::RetryExceeded);
+    // retry_cnt 7: the first send and 7 retransmissions, then the 8th timeout fails it
+    assert_eq!(s.camera.counters().timeouts, 8);
+    assert_eq!(s.camera.counters().packets_sent, 8);
+}
+
+#[test]
+fn corruption_is_caught_and_repaired() {
+    let mut link = LinkConfig::clean();
+    link.corrupt = 0.05;
+    let mut s = sim(8, link, link, 0);
+    s.post_recvs(256, 4096);
+    let exp = post_workload(&mut s, 8, 40);
+    s.run(Instant::from_millis(60_000));
+    check(&s, &exp).unwrap();
+    assert!(s.up.stats().corrupted > 0);
+    assert!(s.host.input_counters().checksum_drops > 0);
+}
+
+#[test]
+fn cnp_burst_slows_the_rate_and_nothing_is_lost() {
+    let (mut cam, host) = configs(0);
+    cam.path.ecn = 2; // ECT(0): switches mark instead of dropping
+    cam.rate.dcqcn = Some(DcqcnConfig::new(1_250_000_000)); // 10 Gbit/s line rate
+    let mut up = LinkConfig::clean();
+    up.ecn_mark = 0.5;
+    let mut s = Sim::new(cam, host, up, LinkConfig::clean(), 9);
+    s.host.register(RKEY, MR_VA, MR_LEN);
+    s.post_recvs(256, 4096);
+    let exp = post_workload(&mut s, 9, 30);
+    // step the clock to watch the rate while marks arrive
+    let mut slowest = u64::MAX;
+    let mut t = s.now;
+    while s.completions.len() < exp.wr_ids.len() && t < Instant::from_millis(60_000) {
+        t = t + Duration::from_micros(20);
+        s.run(t);
+        slowest = slowest.min(s.camera.rate().current_rate().unwrap());
+    }
+    s.run(Instant::from_millis(60_000));
+    check(&s, &exp).unwrap();
+    let c = s.camera.counters();
+    assert!(c.cnps > 0 && s.host.counters().cnps_sent == c.cnps);
+    assert!(s.camera.rate().cnps_handled() > 0);
+    assert!(slowest <= 1_250_000_000 / 2, "slowest rate {slowest} B/s");
+    // once the marks stop, the timers bring the rate back to the line rate
+    assert_eq!(s.camera.rate().current_rate(), Some(1_250_000_000));
+}
+
+/// Failure census over many seeds (run by hand: `cargo test -p rdmacam-hil --release --test
+/// lossy_link census -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn census() {
+    for (up, down) in [(0.2, 0.05), (0.05, 0.05), (0.1, 0.1), (0.2, 0.2)] {
+        let fails = (0..2000u64)
+            .filter(|s| match run_lossy_both(*s, up, down, 30) {
+                Ok(_) => false,
+                Err(e) => {
+                    println!("  up {up} down {down} seed {s}: {e}");
+                    true
+                }
+            })
+            .count();
+        println!("loss up {up} down {down}: {fails}/2000 runs ended in a QP error");
+    }
+}
