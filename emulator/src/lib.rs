@@ -1,3 +1,4 @@
 //! The `rdmacam` emulator's library half: what the binary's subcommands do, callable from tests.
 
 pub mod inspect;
+pub mod run;

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use rdmacam::inspect;
+use rdmacam::run::{self, RunOptions};
+use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::gev::PixelFormat;
 
 /// rdmacam: the camera side of RDMA streaming, in software.
 #[derive(Parser, Debug)]
@@ -31,11 +34,112 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a virtual camera: GigE Vision control on UDP 3956 and streaming, until Ctrl-C.
+    Run(RunArgs),
+}
+
+/// How frames leave the camera.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// Classic GigE Vision streaming (GVSP over UDP) only.
+    Gvsp,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Streaming transport.
+    #[arg(long, value_enum, default_value_t = Transport::Gvsp)]
+    transport: Transport,
+    /// Local IPv4 address to answer on (127.0.0.1, or an address inside a network namespace).
+    #[arg(long, default_value = "127.0.0.1")]
+    ip: std::net::Ipv4Addr,
+    /// Image (and sensor) width in pixels.
+    #[arg(long, default_value_t = 1920)]
+    width: u32,
+    /// Image (and sensor) height in lines.
+    #[arg(long, default_value_t = 1080)]
+    height: u32,
+    /// Pixel format: Mono8, Mono16, BayerRG8 or RGB8.
+    #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
+    pixel_format: PixelFormat,
+    /// Test pattern: Gradient, MovingBar, Checkerboard or Noise.
+    #[arg(long, default_value = "Gradient", value_parser = parse_pattern)]
+    pattern: Pattern,
+    /// Frames per second (a host can change it through AcquisitionFrameRate).
+    #[arg(long, default_value_t = 30.0)]
+    fps: f32,
+    /// Serial number, also the GenICam DeviceID.
+    #[arg(long, default_value = "RDMACAM0001")]
+    serial: String,
+    /// GigE Vision version to report, MAJOR.MINOR.
+    #[arg(long, default_value = "2.2", value_parser = parse_version)]
+    gev_version: (u16, u16),
+    /// Seed of the Noise pattern.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Link speed in Mbit/s: packets never leave faster than this (like a real NIC).
+    #[arg(long, default_value_t = 10_000)]
+    link_mbps: u32,
+}
+
+fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
+    PixelFormat::from_name(s)
+        .ok_or_else(|| format!("unknown pixel format {s:?}: use Mono8, Mono16, BayerRG8 or RGB8"))
+}
+
+fn parse_pattern(s: &str) -> Result<Pattern, String> {
+    Pattern::from_name(s).ok_or_else(|| {
+        format!("unknown pattern {s:?}: use Gradient, MovingBar, Checkerboard or Noise")
+    })
+}
+
+fn parse_version(s: &str) -> Result<(u16, u16), String> {
+    let (a, b) = s.split_once('.').ok_or("expected MAJOR.MINOR, e.g. 2.2")?;
+    Ok((
+        a.parse().map_err(|_| "bad major")?,
+        b.parse().map_err(|_| "bad minor")?,
+    ))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { file, port, json } => inspect::run(&file, port, json),
+        Command::Run(a) => {
+            init_logging();
+            let opts = RunOptions {
+                ip: a.ip,
+                width: a.width,
+                height: a.height,
+                pixel_format: a.pixel_format,
+                pattern: a.pattern,
+                fps: a.fps,
+                serial: a.serial,
+                gev_version: a.gev_version,
+                seed: a.seed,
+                duration: a.duration.map(std::time::Duration::from_secs_f64),
+                link_mbps: a.link_mbps,
+            };
+            let _ = a.transport;
+            match run::run(opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("rdmacam run: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
     }
 }

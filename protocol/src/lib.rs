@@ -14,6 +14,8 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod device;
+pub mod gev;
 pub mod rc;
 pub mod wire;
 

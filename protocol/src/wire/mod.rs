@@ -66,6 +66,7 @@ pub type Result<T> = core::result::Result<T, Error>;
 
 /// Big-endian field helpers shared by the header views.
 pub(crate) mod field {
+    #![allow(dead_code)]
     /// A byte range inside a header.
     pub type Field = core::ops::Range<usize>;
 

@@ -1,0 +1,219 @@
+//! `rdmacam run`: the virtual camera on real sockets.
+//!
+//! GVCP: one socket bound to ADDR:3956 answers everything sent to the camera's address; a
+//! second one bound to 0.0.0.0:3956 (both with SO_REUSEADDR) hears broadcast DISCOVERY, which a
+//! socket bound only to ADDR never sees, and the answer still leaves from ADDR:3956. GVSP leaves
+//! from ADDR on an ephemeral port (reported in SCSP).
+
+use std::io::ErrorKind;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use rdmacam_protocol::device::pattern::{Pattern, SyntheticSource};
+use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
+use rdmacam_protocol::gev::PixelFormat;
+use rdmacam_protocol::gev::gvcp;
+use rdmacam_protocol::rc::Instant;
+use socket2::{Domain, Protocol, Socket, Type};
+use tracing::{info, warn};
+
+/// Everything `rdmacam run` needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Local address the camera answers on.
+    pub ip: Ipv4Addr,
+    /// Sensor/initial image width.
+    pub width: u32,
+    /// Initial image height.
+    pub height: u32,
+    /// Initial pixel format.
+    pub pixel_format: PixelFormat,
+    /// Initial test pattern.
+    pub pattern: Pattern,
+    /// Initial frame rate.
+    pub fps: f32,
+    /// Serial number (also the GenICam DeviceID).
+    pub serial: String,
+    /// Reported GigE Vision version.
+    pub gev_version: (u16, u16),
+    /// Seed of the noise pattern.
+    pub seed: u64,
+    /// Stop after this many seconds (tests); None = until Ctrl-C.
+    pub duration: Option<Duration>,
+    /// Link speed the stream is paced to, Mbit/s.
+    pub link_mbps: u32,
+}
+
+fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    if broadcast {
+        s.set_broadcast(true)?;
+    }
+    s.bind(&SocketAddr::V4(addr).into())
+        .with_context(|| format!("cannot bind UDP {addr}"))?;
+    let u: UdpSocket = s.into();
+    u.set_nonblocking(true)?;
+    Ok(u)
+}
+
+/// A locally administered MAC derived from the address, so each emulated camera differs.
+fn mac_for(ip: Ipv4Addr) -> [u8; 6] {
+    let o = ip.octets();
+    [0x02, 0x52, o[0], o[1], o[2], o[3]]
+}
+
+/// Run the camera until Ctrl-C (or `duration`).
+pub fn run(opts: RunOptions) -> Result<()> {
+    let ip = opts.ip;
+    if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+        bail!("--ip must be one local unicast address, not {ip}");
+    }
+    // Binding ADDR fails clearly when the address is not on this host.
+    let control = reuse_socket(SocketAddrV4::new(ip, gvcp::PORT), false).with_context(|| {
+        format!("is {ip} an address of this host (or of this network namespace)?")
+    })?;
+    let discovery = reuse_socket(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, gvcp::PORT), true)
+        .context("cannot listen for broadcast discovery on 0.0.0.0:3956")?;
+    let stream_sock = {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        s.set_send_buffer_size(8 << 20).ok();
+        s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())?;
+        let u: UdpSocket = s.into();
+        u
+    };
+    let stream_port = stream_sock.local_addr()?.port();
+
+    let mut cfg = DeviceConfig::new(ip, mac_for(ip), &opts.serial);
+    cfg.sensor_width = opts.width.max(16);
+    cfg.sensor_height = opts.height.max(1);
+    cfg.width = opts.width;
+    cfg.height = opts.height;
+    cfg.pixel_format = opts.pixel_format;
+    cfg.pattern = opts.pattern;
+    cfg.frame_rate = opts.fps;
+    cfg.gev_version = opts.gev_version;
+    cfg.stream_source_port = stream_port;
+    cfg.link_speed_mbps = opts.link_mbps;
+    let mut dev = Device::new(cfg);
+    let mut source = SyntheticSource::new(opts.seed);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+            .context("cannot install the Ctrl-C handler")?;
+    }
+    info!(
+        %ip, serial = %opts.serial, width = opts.width, height = opts.height,
+        pixel_format = opts.pixel_format.name(), pattern = opts.pattern.name(), fps = opts.fps,
+        gev = format!("{}.{}", opts.gev_version.0, opts.gev_version.1),
+        stream_source_port = stream_port,
+        "virtual camera up: GVCP on {ip}:3956, GVSP from {ip}:{stream_port}"
+    );
+
+    let t0 = StdInstant::now();
+    let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
+    let mut rx = vec![0u8; 2048];
+    let mut tx = vec![0u8; 2048];
+    let mut pkt = vec![0u8; 9216];
+    while !stop.load(Ordering::SeqCst) {
+        if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
+            break;
+        }
+        let mut busy = false;
+        for (sock, only_discovery) in [(&control, false), (&discovery, true)] {
+            loop {
+                match sock.recv_from(&mut rx) {
+                    Ok((n, SocketAddr::V4(src))) => {
+                        busy = true;
+                        let datagram = &rx[..n];
+                        if only_discovery
+                            && gvcp::Command::parse(datagram)
+                                .map_or(true, |c| c.command != gvcp::cmd::DISCOVERY)
+                        {
+                            continue;
+                        }
+                        if let Some(reply) = dev.handle_gvcp(now(), src, datagram, &mut tx) {
+                            if let Err(e) = control.send_to(&tx[..reply.len], src) {
+                                warn!(%src, "GVCP reply failed: {e}");
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        warn!("GVCP receive failed: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        while let Some(ev) = dev.poll_event() {
+            log_event(&ev);
+        }
+        dev.handle_timeout(now());
+        // Stream: send what is due, a bounded batch so GVCP stays responsive.
+        for _ in 0..256 {
+            let Some(p) = dev.poll_stream(now(), &mut source, &mut pkt) else {
+                break;
+            };
+            busy = true;
+            if let Err(e) =
+                stream_sock.send_to(&pkt[..p.len], SocketAddrV4::new(p.dst_ip, p.dst_port))
+            {
+                warn!(dst = %p.dst_ip, port = p.dst_port, "GVSP send failed: {e}");
+            }
+        }
+        if !busy {
+            let wait = dev
+                .poll_timeout()
+                .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
+                .unwrap_or(Duration::from_millis(1))
+                .min(Duration::from_micros(500));
+            // Sleeping is coarse (~60 µs here): pacing gaps shorter than that are waited out
+            // by yielding, so the link rate holds.
+            if wait > Duration::from_micros(100) {
+                std::thread::sleep(wait);
+            } else if !wait.is_zero() {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let s = dev.stream_counters();
+    let g = dev.gvcp_counters();
+    info!(
+        frames = s.frames_sent,
+        packets = s.packets_sent,
+        resent = s.packets_resent,
+        resend_requests = s.resend_requests,
+        resend_unavailable = s.resend_unavailable,
+        gvcp_commands = g.commands,
+        gvcp_errors = g.errors,
+        "camera stopped"
+    );
+    Ok(())
+}
+
+fn log_event(ev: &DeviceEvent) {
+    match ev {
+        DeviceEvent::ControlTaken(h) => info!(host = %h, "control taken"),
+        DeviceEvent::ControlReleased(h) => info!(host = %h, "control released"),
+        DeviceEvent::HeartbeatExpired(h) => {
+            warn!(host = %h, "heartbeat expired: control dropped, stream closed")
+        }
+        DeviceEvent::AcquisitionStarted => info!("acquisition started"),
+        DeviceEvent::AcquisitionStopped => info!("acquisition stopped"),
+        DeviceEvent::ForceIp {
+            ip,
+            netmask,
+            gateway,
+        } => warn!(
+            %ip, %netmask, %gateway,
+            "FORCEIP accepted in the registers; the emulator keeps its socket address (restart with --ip to move)"
+        ),
+    }
+}

@@ -1,0 +1,970 @@
+//! The camera's brain: a GigE Vision device (GVCP server, bootstrap and camera registers,
+//! GenICam XML in device memory) with one GVSP stream channel, sans-IO.
+//!
+//! The caller pumps bytes and time through it: [`Device::handle_gvcp`] for every datagram on
+//! UDP 3956 (answer with the returned acknowledge), [`Device::poll_stream`] for GVSP packets to
+//! send, [`Device::poll_timeout`] / [`Device::handle_timeout`] for the heartbeat and pacing.
+//! Formats and numbers: `reference/gev.md` §2-3.
+
+pub mod pattern;
+pub mod regs;
+pub mod stream;
+
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::time::Duration;
+
+use heapless::{Deque, String};
+
+use crate::gev::gvcp::{self, Command, cmd};
+use crate::gev::{PixelFormat, status};
+use crate::rc::Instant;
+use pattern::{FrameSource, FrameSpec, Pattern};
+use stream::{ChannelConfig, GvspChannel, StreamCounters, StreamPacket};
+
+/// The GenICam description served from device memory at [`regs::XML_BASE`].
+pub const GENICAM_XML: &str = include_str!("rdmacam.xml");
+
+/// Identity and defaults of a device.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// MAC address of the interface.
+    pub mac: [u8; 6],
+    /// IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Subnet mask.
+    pub netmask: Ipv4Addr,
+    /// Default gateway.
+    pub gateway: Ipv4Addr,
+    /// Manufacturer name (bootstrap 0x48).
+    pub manufacturer: String<32>,
+    /// Model name (0x68).
+    pub model: String<32>,
+    /// Device version (0x88).
+    pub device_version: String<32>,
+    /// Manufacturer info (0xA8).
+    pub manufacturer_info: String<48>,
+    /// Serial number (0xD8).
+    pub serial: String<16>,
+    /// User-defined name (0xE8), writable by the host.
+    pub user_name: String<16>,
+    /// GigE Vision version reported at 0x0000 (default 2.2).
+    pub gev_version: (u16, u16),
+    /// Sensor width in pixels.
+    pub sensor_width: u32,
+    /// Sensor height in lines.
+    pub sensor_height: u32,
+    /// Initial image width.
+    pub width: u32,
+    /// Initial image height.
+    pub height: u32,
+    /// Initial pixel format.
+    pub pixel_format: PixelFormat,
+    /// Initial test pattern.
+    pub pattern: Pattern,
+    /// Initial frame rate (frames per second).
+    pub frame_rate: f32,
+    /// UDP source port of the stream channel (SCSP).
+    pub stream_source_port: u16,
+    /// Link speed in Mbit/s (0x670).
+    pub link_speed_mbps: u32,
+    /// Heartbeat timeout in ms until a host changes it.
+    pub heartbeat_ms: u32,
+}
+
+fn s<const N: usize>(v: &str) -> String<N> {
+    let mut out = String::new();
+    for c in v.chars() {
+        if out.push(c).is_err() {
+            break;
+        }
+    }
+    out
+}
+
+impl DeviceConfig {
+    /// A camera at `ip` with rdmacam's defaults: 2048×2048 sensor, 1920×1080 Mono8 gradient at
+    /// 30 frames/s, GEV 2.2, heartbeat 3 s.
+    pub fn new(ip: Ipv4Addr, mac: [u8; 6], serial: &str) -> Self {
+        DeviceConfig {
+            mac,
+            ip,
+            netmask: Ipv4Addr::new(255, 255, 255, 0),
+            gateway: Ipv4Addr::UNSPECIFIED,
+            manufacturer: s("rdmacam"),
+            model: s("rdmacam virtual camera"),
+            device_version: s(env!("CARGO_PKG_VERSION")),
+            manufacturer_info: s("RoCEv2 RDMA camera emulator (ORSP)"),
+            serial: s(serial),
+            user_name: String::new(),
+            gev_version: (2, 2),
+            sensor_width: 2048,
+            sensor_height: 2048,
+            width: 1920,
+            height: 1080,
+            pixel_format: PixelFormat::Mono8,
+            pattern: Pattern::Gradient,
+            frame_rate: 30.0,
+            stream_source_port: 0,
+            link_speed_mbps: 10_000,
+            heartbeat_ms: 3000,
+        }
+    }
+}
+
+/// Something the I/O layer may want to log or act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceEvent {
+    /// A host took control.
+    ControlTaken(SocketAddrV4),
+    /// The controlling host released control.
+    ControlReleased(SocketAddrV4),
+    /// The controlling host stopped sending GVCP traffic; control dropped, stream closed.
+    HeartbeatExpired(SocketAddrV4),
+    /// Acquisition started.
+    AcquisitionStarted,
+    /// Acquisition stopped (command, frame count reached, or control lost).
+    AcquisitionStopped,
+    /// FORCEIP set a new address (the I/O layer must rebind to use it).
+    ForceIp {
+        /// New address.
+        ip: Ipv4Addr,
+        /// New mask.
+        netmask: Ipv4Addr,
+        /// New gateway.
+        gateway: Ipv4Addr,
+    },
+}
+
+/// An acknowledge to send back to the command's source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GvcpReply {
+    /// Bytes written to the output buffer.
+    pub len: usize,
+    /// The host allowed a broadcast reply (DISCOVERY with flag 0x10).
+    pub broadcast_allowed: bool,
+}
+
+/// GVCP counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GvcpCounters {
+    /// Commands handled.
+    pub commands: u64,
+    /// Datagrams dropped as not GVCP (bad key, truncated).
+    pub malformed: u64,
+    /// Commands answered with an error status.
+    pub errors: u64,
+    /// Writes refused because another host holds control.
+    pub access_denied: u64,
+}
+
+/// A GigE Vision camera with one stream channel.
+#[derive(Debug)]
+pub struct Device {
+    cfg: DeviceConfig,
+    epoch: Option<Instant>,
+    ip: Ipv4Addr,
+    netmask: Ipv4Addr,
+    gateway: Ipv4Addr,
+    persistent: [u32; 3],
+    user_name: String<16>,
+    url: String<64>,
+    heartbeat_ms: u32,
+    gvcp_config: u32,
+    gvsp_config: u32,
+    pending_timeout: u32,
+    latched: u64,
+    ccp: u32,
+    controller: Option<SocketAddrV4>,
+    heartbeat_deadline: Option<Instant>,
+    scp_port: u16,
+    scps: u32,
+    scpd: u32,
+    scda: Ipv4Addr,
+    sccfg: u32,
+    width: u32,
+    height: u32,
+    offset_x: u32,
+    offset_y: u32,
+    pixel_format: PixelFormat,
+    acquisition_mode: u32,
+    frame_count: u32,
+    frame_rate: f32,
+    exposure: f32,
+    gain: f32,
+    pattern: Pattern,
+    tl_locked: u32,
+    acquiring: bool,
+    frames_this_acquisition: u32,
+    next_frame_at: Instant,
+    channel: GvspChannel,
+    events: Deque<DeviceEvent, 8>,
+    counters: GvcpCounters,
+}
+
+type Status = u16;
+
+impl Device {
+    /// A device in its power-up state.
+    pub fn new(cfg: DeviceConfig) -> Self {
+        let mut url: String<64> = String::new();
+        let _ = core::fmt::write(
+            &mut url,
+            format_args!(
+                "Local:rdmacam.xml;{:x};{:x}",
+                regs::XML_BASE,
+                GENICAM_XML.len()
+            ),
+        );
+        Device {
+            ip: cfg.ip,
+            netmask: cfg.netmask,
+            gateway: cfg.gateway,
+            persistent: [0; 3],
+            user_name: cfg.user_name.clone(),
+            url,
+            heartbeat_ms: cfg.heartbeat_ms,
+            gvcp_config: 0,
+            gvsp_config: 0,
+            pending_timeout: 1000,
+            latched: 0,
+            ccp: 0,
+            controller: None,
+            heartbeat_deadline: None,
+            scp_port: 0,
+            scps: 1400,
+            scpd: 0,
+            scda: Ipv4Addr::UNSPECIFIED,
+            sccfg: 0,
+            width: cfg.width.min(cfg.sensor_width),
+            height: cfg.height.min(cfg.sensor_height),
+            offset_x: 0,
+            offset_y: 0,
+            pixel_format: cfg.pixel_format,
+            acquisition_mode: 0,
+            frame_count: 1,
+            frame_rate: cfg.frame_rate,
+            exposure: 10_000.0,
+            gain: 0.0,
+            pattern: cfg.pattern,
+            tl_locked: 0,
+            acquiring: false,
+            frames_this_acquisition: 0,
+            next_frame_at: Instant::ZERO,
+            channel: GvspChannel::new(),
+            events: Deque::new(),
+            counters: GvcpCounters::default(),
+            epoch: None,
+            cfg,
+        }
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+
+    /// The current IPv4 address.
+    pub fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+
+    /// The host holding control, if any.
+    pub fn controller(&self) -> Option<SocketAddrV4> {
+        self.controller
+    }
+
+    /// Whether acquisition is running.
+    pub fn acquiring(&self) -> bool {
+        self.acquiring
+    }
+
+    /// GVCP counters.
+    pub fn gvcp_counters(&self) -> GvcpCounters {
+        self.counters
+    }
+
+    /// Stream channel counters.
+    pub fn stream_counters(&self) -> StreamCounters {
+        self.channel.counters()
+    }
+
+    /// Image settings the next frame is captured with.
+    pub fn frame_spec(&self) -> FrameSpec {
+        FrameSpec {
+            width: self.width,
+            height: self.height,
+            offset_x: self.offset_x,
+            offset_y: self.offset_y,
+            pixel_format: self.pixel_format,
+            pattern: self.pattern,
+        }
+    }
+
+    /// Take the next event.
+    pub fn poll_event(&mut self) -> Option<DeviceEvent> {
+        self.events.pop_front()
+    }
+
+    fn event(&mut self, e: DeviceEvent) {
+        if self.events.push_back(e).is_err() {
+            let _ = self.events.pop_front();
+            let _ = self.events.push_back(e);
+        }
+    }
+
+    fn ticks(&self, now: Instant) -> u64 {
+        now.0.saturating_sub(self.epoch.map_or(now.0, |e| e.0))
+    }
+
+    fn touch(&mut self, now: Instant) {
+        if self.epoch.is_none() {
+            self.epoch = Some(now);
+        }
+    }
+
+    // ---------------------------------------------------------------- GVCP
+
+    /// Handle a GVCP datagram from `src` (received on this device's address or as a broadcast).
+    /// Returns the acknowledge written into `out`, if one is due.
+    pub fn handle_gvcp(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        datagram: &[u8],
+        out: &mut [u8],
+    ) -> Option<GvcpReply> {
+        self.touch(now);
+        let Ok(c) = Command::parse(datagram) else {
+            self.counters.malformed += 1;
+            return None;
+        };
+        self.counters.commands += 1;
+        if self.controller == Some(src) {
+            self.refresh_heartbeat(now);
+        }
+        let ack_wanted = c.ack_required() || c.command == cmd::DISCOVERY;
+        let mut broadcast_allowed = false;
+        let hl = gvcp::HEADER_LEN;
+        let (status, len) = if out.len() < hl + gvcp::MAX_PAYLOAD {
+            (status::ERROR, 0)
+        } else if c.req_id == 0 {
+            (status::INVALID_HEADER, 0)
+        } else {
+            let body = &mut out[hl..hl + gvcp::MAX_PAYLOAD];
+            match c.command {
+                cmd::DISCOVERY => {
+                    broadcast_allowed = c.flags & gvcp::FLAG_BROADCAST_ACK_OR_EXTENDED_ID != 0;
+                    for (i, w) in body[..regs::DISCOVERY_DATA_LEN].chunks_mut(4).enumerate() {
+                        let v = self.read_word(i as u32 * 4).unwrap_or(0);
+                        w.copy_from_slice(&v.to_be_bytes());
+                    }
+                    (status::SUCCESS, regs::DISCOVERY_DATA_LEN)
+                }
+                cmd::READREG => self.cmd_readreg(c.payload, body),
+                cmd::WRITEREG => self.cmd_writereg(now, src, c.payload, body),
+                cmd::READMEM => self.cmd_readmem(c.payload, body),
+                cmd::WRITEMEM => self.cmd_writemem(now, src, c.payload, body),
+                cmd::FORCEIP => match self.cmd_forceip(c.payload) {
+                    Some(st) => (st, 0),
+                    None => return None, // not for us
+                },
+                cmd::PACKETRESEND => {
+                    self.cmd_packetresend(src, c.flags, c.payload);
+                    return None; // never acknowledged
+                }
+                _ => (status::NOT_IMPLEMENTED, 0),
+            }
+        };
+        if status & 0x8000 != 0 {
+            self.counters.errors += 1;
+        }
+        if !ack_wanted {
+            return None;
+        }
+        gvcp::emit_ack_header(status, c.command, len as u16, c.req_id, out).ok()?;
+        Some(GvcpReply {
+            len: hl + len,
+            broadcast_allowed,
+        })
+    }
+
+    fn cmd_readreg(&mut self, p: &[u8], body: &mut [u8]) -> (Status, usize) {
+        if p.is_empty() || p.len() % 4 != 0 || p.len() > gvcp::MAX_PAYLOAD {
+            return (status::INVALID_PARAMETER, 0);
+        }
+        for (i, a) in p.chunks_exact(4).enumerate() {
+            let addr = u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
+            match self.read_reg(addr) {
+                Ok(v) => body[i * 4..i * 4 + 4].copy_from_slice(&v.to_be_bytes()),
+                Err(st) => return (st, i * 4),
+            }
+        }
+        (status::SUCCESS, p.len())
+    }
+
+    fn cmd_writereg(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        p: &[u8],
+        body: &mut [u8],
+    ) -> (Status, usize) {
+        if p.is_empty() || p.len() % 8 != 0 || p.len() > gvcp::MAX_PAYLOAD {
+            return (status::INVALID_PARAMETER, 0);
+        }
+        let mut done = 0u16;
+        let mut st = status::SUCCESS;
+        for pair in p.chunks_exact(8) {
+            let addr = u32::from_be_bytes([pair[0], pair[1], pair[2], pair[3]]);
+            let v = u32::from_be_bytes([pair[4], pair[5], pair[6], pair[7]]);
+            if let Err(e) = self.write_reg(now, src, addr, v) {
+                st = e;
+                break;
+            }
+            done += 1;
+        }
+        body[..2].copy_from_slice(&[0, 0]);
+        body[2..4].copy_from_slice(&done.to_be_bytes());
+        (st, 4)
+    }
+
+    fn cmd_readmem(&mut self, p: &[u8], body: &mut [u8]) -> (Status, usize) {
+        if p.len() != 8 {
+            return (status::INVALID_PARAMETER, 0);
+        }
+        let addr = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+        let count = usize::from(u16::from_be_bytes([p[6], p[7]]));
+        if count == 0 || count % 4 != 0 || count + 4 > gvcp::MAX_PAYLOAD {
+            return (status::INVALID_PARAMETER, 0);
+        }
+        if addr % 4 != 0 {
+            return (status::BAD_ALIGNMENT, 0);
+        }
+        body[..4].copy_from_slice(&addr.to_be_bytes());
+        for i in 0..count / 4 {
+            match self.read_word(addr.wrapping_add(i as u32 * 4)) {
+                Ok(v) => body[4 + i * 4..8 + i * 4].copy_from_slice(&v.to_be_bytes()),
+                Err(st) => return (st, 4),
+            }
+        }
+        (status::SUCCESS, 4 + count)
+    }
+
+    fn cmd_writemem(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        p: &[u8],
+        body: &mut [u8],
+    ) -> (Status, usize) {
+        if p.len() < 8 || p.len() % 4 != 0 || p.len() > gvcp::MAX_PAYLOAD {
+            return (status::INVALID_PARAMETER, 0);
+        }
+        let addr = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+        if addr % 4 != 0 {
+            return (status::BAD_ALIGNMENT, 0);
+        }
+        let mut done = 0u16;
+        let mut st = status::SUCCESS;
+        for (i, w) in p[4..].chunks_exact(4).enumerate() {
+            let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+            if let Err(e) = self.write_reg(now, src, addr.wrapping_add(i as u32 * 4), v) {
+                st = e;
+                break;
+            }
+            done += 4;
+        }
+        body[..2].copy_from_slice(&[0, 0]);
+        body[2..4].copy_from_slice(&done.to_be_bytes());
+        (st, 4)
+    }
+
+    /// FORCEIP: `None` when the MAC is not ours (stay silent).
+    fn cmd_forceip(&mut self, p: &[u8]) -> Option<Status> {
+        if p.len() < 56 {
+            return Some(status::INVALID_PARAMETER);
+        }
+        if p[2..8] != self.cfg.mac {
+            return None;
+        }
+        let ip = |at: usize| Ipv4Addr::new(p[at], p[at + 1], p[at + 2], p[at + 3]);
+        let (new_ip, mask, gw) = (ip(20), ip(36), ip(52));
+        if new_ip.is_unspecified() || new_ip.is_broadcast() || new_ip.is_multicast() {
+            return Some(status::INVALID_PARAMETER);
+        }
+        self.ip = new_ip;
+        self.netmask = mask;
+        self.gateway = gw;
+        self.event(DeviceEvent::ForceIp {
+            ip: new_ip,
+            netmask: mask,
+            gateway: gw,
+        });
+        Some(status::SUCCESS)
+    }
+
+    fn cmd_packetresend(&mut self, src: SocketAddrV4, flags: u8, p: &[u8]) {
+        // From the controlling host's IP, on any port (hosts send it from their stream socket).
+        if self.controller.map(|c| *c.ip()) != Some(*src.ip()) {
+            self.counters.access_denied += 1;
+            return;
+        }
+        let word = |at: usize| u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
+        let extended = flags & gvcp::FLAG_BROADCAST_ACK_OR_EXTENDED_ID != 0;
+        let (channel, block, first, last) = if extended && p.len() >= 20 {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                (u64::from(word(4)) << 32) | u64::from(word(8)),
+                word(12),
+                word(16),
+            )
+        } else if p.len() >= 12 {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u64::from(u16::from_be_bytes([p[2], p[3]])),
+                word(4) & 0x00ff_ffff,
+                word(8) & 0x00ff_ffff,
+            )
+        } else {
+            self.counters.errors += 1;
+            return;
+        };
+        if channel != 0 {
+            self.counters.errors += 1;
+            return;
+        }
+        self.channel.request_resend(block, first, last);
+    }
+
+    // ---------------------------------------------------------------- registers
+
+    /// Read a 32-bit register (READREG semantics).
+    pub fn read_reg(&self, addr: u32) -> Result<u32, Status> {
+        if addr % 4 != 0 {
+            return Err(status::BAD_ALIGNMENT);
+        }
+        self.read_word(addr)
+    }
+
+    fn read_word(&self, addr: u32) -> Result<u32, Status> {
+        let str_word = |s: &str, base: u32, len: u32| -> Option<u32> {
+            (addr >= base && addr < base + len).then(|| {
+                let b = s.as_bytes();
+                let at = (addr - base) as usize;
+                u32::from_be_bytes(core::array::from_fn(|i| {
+                    b.get(at + i).copied().unwrap_or(0)
+                }))
+            })
+        };
+        let strings: [(&str, u32, u32); 8] = [
+            (&self.cfg.manufacturer, regs::MANUFACTURER_NAME, 32),
+            (&self.cfg.model, regs::MODEL_NAME, 32),
+            (&self.cfg.device_version, regs::DEVICE_VERSION, 32),
+            (&self.cfg.manufacturer_info, regs::MANUFACTURER_INFO, 48),
+            (&self.cfg.serial, regs::SERIAL_NUMBER, 16),
+            (&self.user_name, regs::USER_NAME, 16),
+            (&self.url, regs::FIRST_URL, 512),
+            ("", regs::SECOND_URL, 512),
+        ];
+        for (s, base, len) in strings {
+            if let Some(w) = str_word(s, base, len) {
+                return Ok(w);
+            }
+        }
+        let mac = self.cfg.mac;
+        let f32b = |f: f32| f.to_bits();
+        Ok(match addr {
+            regs::VERSION => {
+                (u32::from(self.cfg.gev_version.0) << 16) | u32::from(self.cfg.gev_version.1)
+            }
+            // big-endian device, transmitter class, UTF-8 strings
+            regs::DEVICE_MODE => 0x8000_0001,
+            regs::MAC_HIGH => u32::from(u16::from_be_bytes([mac[0], mac[1]])),
+            regs::MAC_LOW => u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]),
+            regs::IP_CONFIG_SUPPORTED => 0x0000_0007,
+            regs::IP_CONFIG_CURRENT => 0x0000_0005,
+            regs::CURRENT_IP => u32::from(self.ip),
+            regs::CURRENT_MASK => u32::from(self.netmask),
+            regs::CURRENT_GATEWAY => u32::from(self.gateway),
+            regs::N_INTERFACES => 1,
+            regs::PERSISTENT_IP => self.persistent[0],
+            regs::PERSISTENT_MASK => self.persistent[1],
+            regs::PERSISTENT_GATEWAY => self.persistent[2],
+            regs::LINK_SPEED => self.cfg.link_speed_mbps,
+            regs::N_MESSAGE_CHANNELS => 0,
+            regs::N_STREAM_CHANNELS => 1,
+            regs::N_ACTIVE_LINKS => 1,
+            // SCSPx supported, legacy 16-bit block id supported
+            regs::SC_CAPABILITY => 0xC000_0000,
+            regs::MC_CAPABILITY => 0,
+            // user name, serial, heartbeat disable, link speed, CCP app port/IP, packet resend,
+            // WRITEMEM, concatenation
+            regs::GVCP_CAPABILITY => 0xF800_0007,
+            regs::HEARTBEAT_TIMEOUT => self.heartbeat_ms,
+            regs::TICK_FREQ_HIGH => 0,
+            regs::TICK_FREQ_LOW => 1_000_000_000,
+            regs::TIMESTAMP_CONTROL => 0,
+            regs::TIMESTAMP_LATCHED_HIGH => (self.latched >> 32) as u32,
+            regs::TIMESTAMP_LATCHED_LOW => self.latched as u32,
+            regs::GVCP_CONFIG => self.gvcp_config,
+            regs::PENDING_TIMEOUT => self.pending_timeout,
+            regs::GVSP_CONFIG => self.gvsp_config,
+            regs::CCP => self.ccp,
+            regs::PRIMARY_APP_PORT => self.controller.map_or(0, |c| u32::from(c.port())),
+            regs::PRIMARY_APP_IP => self.controller.map_or(0, |c| u32::from(*c.ip())),
+            regs::SCP0 => u32::from(self.scp_port),
+            regs::SCPS0 => self.scps,
+            regs::SCPD0 => self.scpd,
+            regs::SCDA0 => u32::from(self.scda),
+            regs::SCSP0 => u32::from(self.cfg.stream_source_port),
+            // resend destination option not offered; big-endian only
+            regs::SCC0 => 0,
+            regs::SCCFG0 => self.sccfg,
+            a if a < regs::BOOTSTRAP_END => 0,
+            regs::WIDTH => self.width,
+            regs::HEIGHT => self.height,
+            regs::OFFSET_X => self.offset_x,
+            regs::OFFSET_Y => self.offset_y,
+            regs::PIXEL_FORMAT => self.pixel_format.pfnc(),
+            regs::PAYLOAD_SIZE => self.frame_spec().payload_size() as u32,
+            regs::ACQUISITION_MODE => self.acquisition_mode,
+            regs::ACQUISITION_COMMAND => u32::from(self.acquiring),
+            regs::FRAME_RATE => f32b(self.frame_rate),
+            regs::EXPOSURE_TIME => f32b(self.exposure),
+            regs::GAIN => f32b(self.gain),
+            regs::TEST_PATTERN => self.pattern as u32,
+            regs::TL_PARAMS_LOCKED => self.tl_locked,
+            regs::SENSOR_WIDTH => self.cfg.sensor_width,
+            regs::SENSOR_HEIGHT => self.cfg.sensor_height,
+            regs::FRAMES_SENT => self.channel.counters().frames_sent as u32,
+            regs::FRAME_COUNT => self.frame_count,
+            a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => 0,
+            a if (regs::XML_BASE..regs::XML_BASE + 0x1_0000).contains(&a) => {
+                let b = GENICAM_XML.as_bytes();
+                let at = (a - regs::XML_BASE) as usize;
+                u32::from_be_bytes(core::array::from_fn(|i| {
+                    b.get(at + i).copied().unwrap_or(0)
+                }))
+            }
+            _ => return Err(status::INVALID_ADDRESS),
+        })
+    }
+
+    fn may_write(&self, src: SocketAddrV4) -> bool {
+        self.controller.is_none_or(|c| c == src)
+    }
+
+    fn image_locked(&self) -> bool {
+        self.acquiring || self.tl_locked != 0
+    }
+
+    /// Write a 32-bit register (WRITEREG semantics) on behalf of `src`.
+    pub fn write_reg(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        addr: u32,
+        v: u32,
+    ) -> Result<(), Status> {
+        if addr % 4 != 0 {
+            return Err(status::BAD_ALIGNMENT);
+        }
+        if addr == regs::CCP {
+            return self.write_ccp(now, src, v);
+        }
+        if !self.may_write(src) {
+            self.counters.access_denied += 1;
+            return Err(status::ACCESS_DENIED);
+        }
+        let float = f32::from_bits(v);
+        match addr {
+            a if (regs::USER_NAME..regs::USER_NAME + 16).contains(&a) => {
+                let mut bytes = [0u8; 16];
+                bytes[..self.user_name.len()].copy_from_slice(self.user_name.as_bytes());
+                let at = (a - regs::USER_NAME) as usize;
+                bytes[at..at + 4].copy_from_slice(&v.to_be_bytes());
+                let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
+                let text =
+                    core::str::from_utf8(&bytes[..end]).map_err(|_| status::INVALID_PARAMETER)?;
+                self.user_name = s(text);
+            }
+            regs::PERSISTENT_IP => self.persistent[0] = v,
+            regs::PERSISTENT_MASK => self.persistent[1] = v,
+            regs::PERSISTENT_GATEWAY => self.persistent[2] = v,
+            regs::HEARTBEAT_TIMEOUT => {
+                if v < 500 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.heartbeat_ms = v;
+                if self.controller.is_some() {
+                    self.refresh_heartbeat(now);
+                }
+            }
+            regs::TIMESTAMP_CONTROL => {
+                if v & 0x1 != 0 {
+                    self.epoch = Some(now);
+                }
+                if v & 0x2 != 0 {
+                    self.latched = self.ticks(now);
+                }
+            }
+            regs::GVCP_CONFIG => self.gvcp_config = v & regs::GVCP_CONFIG_HEARTBEAT_DISABLE,
+            regs::PENDING_TIMEOUT => self.pending_timeout = v,
+            regs::GVSP_CONFIG => self.gvsp_config = v & regs::GVSP_CONFIG_EXTENDED_ID,
+            regs::SCP0 => {
+                if (v >> 16) & 0xf != 0 {
+                    return Err(status::INVALID_PARAMETER); // one network interface
+                }
+                self.scp_port = v as u16;
+                if self.scp_port == 0 {
+                    self.channel.reset();
+                }
+            }
+            regs::SCPS0 => {
+                let size = v & 0xffff;
+                if !(576..=9000).contains(&size) {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.scps = size | (v & regs::SCPS_DO_NOT_FRAGMENT);
+                if v & regs::SCPS_FIRE_TEST_PACKET != 0 {
+                    let cfg = self.channel_config();
+                    self.channel.fire_test_packet(cfg);
+                }
+            }
+            regs::SCPD0 => self.scpd = v,
+            regs::SCDA0 => self.scda = Ipv4Addr::from(v),
+            regs::SCCFG0 => self.sccfg = 0, // no optional stream features
+            regs::WIDTH => {
+                self.check_unlocked()?;
+                if v < 16 || v > self.cfg.sensor_width - self.offset_x {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.width = v;
+            }
+            regs::HEIGHT => {
+                self.check_unlocked()?;
+                if v < 1 || v > self.cfg.sensor_height - self.offset_y {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.height = v;
+            }
+            regs::OFFSET_X => {
+                self.check_unlocked()?;
+                if v > self.cfg.sensor_width - self.width {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.offset_x = v;
+            }
+            regs::OFFSET_Y => {
+                self.check_unlocked()?;
+                if v > self.cfg.sensor_height - self.height {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.offset_y = v;
+            }
+            regs::PIXEL_FORMAT => {
+                self.check_unlocked()?;
+                self.pixel_format = PixelFormat::from_pfnc(v).ok_or(status::INVALID_PARAMETER)?;
+            }
+            regs::ACQUISITION_MODE => {
+                if v > 2 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.acquisition_mode = v;
+            }
+            regs::FRAME_COUNT => {
+                if v == 0 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.frame_count = v;
+            }
+            regs::ACQUISITION_COMMAND => match v {
+                1 => self.start_acquisition(now),
+                0 => self.stop_acquisition(),
+                _ => return Err(status::INVALID_PARAMETER),
+            },
+            regs::FRAME_RATE => {
+                if !(0.1..=10_000.0).contains(&float) {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.frame_rate = float;
+            }
+            regs::EXPOSURE_TIME => {
+                if !(1.0..=10_000_000.0).contains(&float) {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.exposure = float;
+            }
+            regs::GAIN => {
+                if !(0.0..=48.0).contains(&float) {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.gain = float;
+            }
+            regs::TEST_PATTERN => {
+                self.pattern = Pattern::from_u32(v).ok_or(status::INVALID_PARAMETER)?;
+            }
+            regs::TL_PARAMS_LOCKED => {
+                if v > 1 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.tl_locked = v;
+            }
+            a if a < regs::BOOTSTRAP_END
+                || (regs::CAM_BASE..regs::CAM_END).contains(&a)
+                || (regs::XML_BASE..regs::XML_BASE + 0x1_0000).contains(&a) =>
+            {
+                return Err(status::WRITE_PROTECT);
+            }
+            _ => return Err(status::INVALID_ADDRESS),
+        }
+        Ok(())
+    }
+
+    fn check_unlocked(&self) -> Result<(), Status> {
+        if self.image_locked() {
+            Err(status::WRITE_PROTECT)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn write_ccp(&mut self, now: Instant, src: SocketAddrV4, v: u32) -> Result<(), Status> {
+        let wants = v & (regs::CCP_EXCLUSIVE | regs::CCP_CONTROL);
+        match (self.controller, wants != 0) {
+            (None, true) => {
+                self.controller = Some(src);
+                self.ccp = wants;
+                self.refresh_heartbeat(now);
+                self.event(DeviceEvent::ControlTaken(src));
+                Ok(())
+            }
+            (Some(c), true) if c == src => {
+                self.ccp = wants;
+                Ok(())
+            }
+            (Some(c), false) if c == src => {
+                self.release_control();
+                self.event(DeviceEvent::ControlReleased(src));
+                Ok(())
+            }
+            (None, false) => Ok(()),
+            _ => {
+                // switchover is not offered: another host cannot take or drop control
+                self.counters.access_denied += 1;
+                Err(status::ACCESS_DENIED)
+            }
+        }
+    }
+
+    fn release_control(&mut self) {
+        self.controller = None;
+        self.ccp = 0;
+        self.heartbeat_deadline = None;
+        self.stop_acquisition();
+        self.scp_port = 0;
+        self.tl_locked = 0;
+        self.channel.reset();
+    }
+
+    fn refresh_heartbeat(&mut self, now: Instant) {
+        self.heartbeat_deadline = if self.gvcp_config & regs::GVCP_CONFIG_HEARTBEAT_DISABLE != 0 {
+            None
+        } else {
+            Some(now + Duration::from_millis(u64::from(self.heartbeat_ms)))
+        };
+    }
+
+    fn start_acquisition(&mut self, now: Instant) {
+        if !self.acquiring {
+            self.acquiring = true;
+            self.frames_this_acquisition = 0;
+            // Like a sensor, the first frame is read out after one exposure time.
+            self.next_frame_at = now + Duration::from_micros(self.exposure as u64);
+            self.event(DeviceEvent::AcquisitionStarted);
+        }
+    }
+
+    fn stop_acquisition(&mut self) {
+        if self.acquiring {
+            self.acquiring = false;
+            self.event(DeviceEvent::AcquisitionStopped);
+        }
+    }
+
+    fn channel_config(&self) -> ChannelConfig {
+        ChannelConfig {
+            dst_ip: self.scda,
+            dst_port: self.scp_port,
+            packet_size: self.scps & 0xffff,
+            delay_ns: u64::from(self.scpd),
+            extended: self.gvsp_config & regs::GVSP_CONFIG_EXTENDED_ID != 0,
+            link_bps: u64::from(self.cfg.link_speed_mbps) * 1_000_000,
+        }
+    }
+
+    fn stream_open(&self) -> bool {
+        self.scp_port != 0 && !self.scda.is_unspecified()
+    }
+
+    // ---------------------------------------------------------------- stream and time
+
+    /// The next GVSP packet to send at `now`, written into `buf` (at least SCPS bytes).
+    pub fn poll_stream<S: FrameSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        src: &mut S,
+        buf: &mut [u8],
+    ) -> Option<StreamPacket> {
+        self.touch(now);
+        if !self.stream_open() {
+            return None;
+        }
+        if self.acquiring && !self.channel.busy() && now >= self.next_frame_at {
+            let spec = self.frame_spec();
+            let frame = src.capture(&spec, self.ticks(now));
+            let cfg = self.channel_config();
+            self.channel.start_frame(frame, cfg);
+            self.frames_this_acquisition += 1;
+            let period = Duration::from_secs_f32(1.0 / self.frame_rate);
+            let next = self.next_frame_at + period;
+            self.next_frame_at = if next < now { now } else { next };
+            let limit = match self.acquisition_mode {
+                1 => Some(1),
+                2 => Some(self.frame_count),
+                _ => None,
+            };
+            if limit.is_some_and(|l| self.frames_this_acquisition >= l) {
+                self.stop_acquisition();
+            }
+        }
+        let dst = (self.scda, self.scp_port);
+        self.channel.poll_transmit(now, src, dst, buf)
+    }
+
+    /// When [`poll_stream`](Self::poll_stream) or [`handle_timeout`](Self::handle_timeout) next
+    /// has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.heartbeat_deadline;
+        let mut earliest = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        if self.stream_open() {
+            if self.channel.has_pending() {
+                earliest(self.channel.next_packet_at());
+            } else if self.acquiring {
+                earliest(self.next_frame_at);
+            }
+        }
+        t
+    }
+
+    /// Expire the heartbeat: control is dropped and the stream closed when the controlling host
+    /// has been silent for the heartbeat timeout.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let (Some(deadline), Some(c)) = (self.heartbeat_deadline, self.controller)
+            && now >= deadline
+        {
+            self.release_control();
+            self.event(DeviceEvent::HeartbeatExpired(c));
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Frames: what a sensor (or a pattern generator) hands the device, and a synthetic source
+//! whose every byte is a pure function of (frame number, settings, offset).
+//!
+//! Random access matters: the GVSP transmitter re-reads old frames for packet resend, and a
+//! host verifies a frame without having been sent anything else. The synthetic source stamps the
+//! frame counter into the first 8 bytes (big-endian) so a receiver can check identity too.
+
+use crate::gev::PixelFormat;
+
+/// Synthetic image patterns (the camera's `TestPattern` feature).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pattern {
+    /// Diagonal grey ramp: byte = x + y (+ 85 per colour channel).
+    Gradient = 0,
+    /// A 16-pixel bright vertical bar moving 4 pixels per frame over a dim background.
+    MovingBar = 1,
+    /// 32-pixel squares that invert every frame.
+    Checkerboard = 2,
+    /// Seeded noise: a counter-based generator keyed by (seed, frame, offset).
+    Noise = 3,
+}
+
+impl Pattern {
+    /// Every pattern.
+    pub const ALL: [Pattern; 4] = [
+        Pattern::Gradient,
+        Pattern::MovingBar,
+        Pattern::Checkerboard,
+        Pattern::Noise,
+    ];
+    /// From the register value.
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Pattern::Gradient,
+            1 => Pattern::MovingBar,
+            2 => Pattern::Checkerboard,
+            3 => Pattern::Noise,
+            _ => return None,
+        })
+    }
+    /// The GenICam enum entry name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Pattern::Gradient => "Gradient",
+            Pattern::MovingBar => "MovingBar",
+            Pattern::Checkerboard => "Checkerboard",
+            Pattern::Noise => "Noise",
+        }
+    }
+    /// From a name (case-insensitive).
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// The image settings a frame is captured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSpec {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in lines.
+    pub height: u32,
+    /// X offset on the sensor.
+    pub offset_x: u32,
+    /// Y offset on the sensor.
+    pub offset_y: u32,
+    /// Pixel format.
+    pub pixel_format: PixelFormat,
+    /// Test pattern.
+    pub pattern: Pattern,
+}
+
+impl FrameSpec {
+    /// Bytes of one frame.
+    pub const fn payload_size(&self) -> usize {
+        self.width as usize * self.height as usize * self.pixel_format.bytes_per_pixel() as usize
+    }
+}
+
+/// One captured frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// Frame counter of the source (0, 1, 2, ...).
+    pub number: u64,
+    /// Settings it was captured with.
+    pub spec: FrameSpec,
+    /// Device timestamp in ticks (nanoseconds).
+    pub timestamp: u64,
+}
+
+impl Frame {
+    /// Bytes of the frame.
+    pub const fn size(&self) -> usize {
+        self.spec.payload_size()
+    }
+}
+
+/// Where frames come from: sensor DMA on a camera, a pattern generator elsewhere.
+pub trait FrameSource {
+    /// Capture the next frame with `spec` at device time `timestamp`.
+    fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame;
+    /// Copy `out.len()` bytes of `frame` starting at `offset` into `out`. Must give the same
+    /// bytes every time it is asked (packet resend reads old frames again).
+    fn read(&self, frame: &Frame, offset: usize, out: &mut [u8]);
+}
+
+/// The synthetic source: patterns computed on demand, nothing stored.
+#[derive(Debug, Clone)]
+pub struct SyntheticSource {
+    next: u64,
+    seed: u64,
+}
+
+impl SyntheticSource {
+    /// A source whose noise pattern is keyed by `seed`; frame numbers start at 0.
+    pub const fn new(seed: u64) -> Self {
+        SyntheticSource { next: 0, seed }
+    }
+    /// The noise seed.
+    pub const fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl FrameSource for SyntheticSource {
+    fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame {
+        let f = Frame {
+            number: self.next,
+            spec: *spec,
+            timestamp,
+        };
+        self.next += 1;
+        f
+    }
+
+    fn read(&self, frame: &Frame, offset: usize, out: &mut [u8]) {
+        fill(self.seed, frame, offset, out);
+    }
+}
+
+/// SplitMix64: a counter-based generator, so any byte of a noise frame is computable directly.
+const fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Fill `out` with bytes `offset..offset + out.len()` of a synthetic frame.
+pub fn fill(seed: u64, frame: &Frame, offset: usize, out: &mut [u8]) {
+    let spec = &frame.spec;
+    let bpp = spec.pixel_format.bytes_per_pixel() as usize;
+    let width = spec.width.max(1) as usize;
+    let n = frame.number;
+    let mut pixel = offset / bpp;
+    let mut channel = offset % bpp;
+    let mut x = pixel % width;
+    let mut y = pixel / width;
+    let bar = (n.wrapping_mul(4) % width as u64) as usize;
+    for (i, b) in out.iter_mut().enumerate() {
+        let at = offset + i;
+        *b = if at < 8 {
+            n.to_be_bytes()[at]
+        } else {
+            match spec.pattern {
+                Pattern::Gradient => (x + y + channel * 85) as u8,
+                Pattern::MovingBar => {
+                    if x.wrapping_sub(bar) < 16 {
+                        255
+                    } else {
+                        ((y & 0xff) / 4) as u8
+                    }
+                }
+                Pattern::Checkerboard => {
+                    if ((x / 32) ^ (y / 32) ^ n as usize) & 1 == 1 {
+                        255
+                    } else {
+                        0
+                    }
+                }
+                Pattern::Noise => {
+                    let word = splitmix64(seed ^ (n << 40) ^ (at as u64 / 8));
+                    word.to_le_bytes()[at % 8]
+                }
+            }
+        };
+        channel += 1;
+        if channel == bpp {
+            channel = 0;
+            pixel += 1;
+            x += 1;
+            if x == width {
+                x = 0;
+                y += 1;
+            }
+        }
+    }
+    let _ = pixel;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec;
+
+    fn spec(pattern: Pattern, pf: PixelFormat) -> FrameSpec {
+        FrameSpec {
+            width: 64,
+            height: 16,
+            offset_x: 0,
+            offset_y: 0,
+            pixel_format: pf,
+            pattern,
+        }
+    }
+
+    #[test]
+    fn frame_counter_is_stamped_and_any_slice_matches_the_whole() {
+        let mut src = SyntheticSource::new(7);
+        for pattern in Pattern::ALL {
+            for pf in PixelFormat::ALL {
+                let f = src.capture(&spec(pattern, pf), 0);
+                let mut whole = vec![0u8; f.size()];
+                src.read(&f, 0, &mut whole);
+                assert_eq!(&whole[..8], &f.number.to_be_bytes());
+                for (off, len) in [(0, 5), (3, 100), (1000, 24), (f.size() - 7, 7)] {
+                    let mut part = vec![0u8; len];
+                    src.read(&f, off, &mut part);
+                    assert_eq!(
+                        &part[..],
+                        &whole[off..off + len],
+                        "{pattern:?} {pf:?} @{off}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn patterns_look_like_their_names() {
+        let mut src = SyntheticSource::new(1);
+        let f = src.capture(&spec(Pattern::Gradient, PixelFormat::Mono8), 0);
+        let mut b = vec![0u8; f.size()];
+        src.read(&f, 0, &mut b);
+        assert_eq!(b[64 * 3 + 10], 13); // x 10 + y 3
+        let f1 = src.capture(&spec(Pattern::Checkerboard, PixelFormat::Mono8), 0);
+        let f2 = src.capture(&spec(Pattern::Checkerboard, PixelFormat::Mono8), 0);
+        let (mut a, mut c) = (vec![0u8; f1.size()], vec![0u8; f2.size()]);
+        src.read(&f1, 0, &mut a);
+        src.read(&f2, 0, &mut c);
+        assert!(
+            a[8..].iter().zip(&c[8..]).all(|(p, q)| *p == 255 - *q),
+            "inverts each frame"
+        );
+        let f = src.capture(&spec(Pattern::Noise, PixelFormat::Mono8), 0);
+        let mut n = vec![0u8; f.size()];
+        src.read(&f, 0, &mut n);
+        let distinct = n.iter().collect::<std::collections::BTreeSet<_>>().len();
+        assert!(distinct > 200, "noise uses the byte range: {distinct}");
+    }
+}

@@ -1,0 +1,356 @@
+//! The GVSP stream channel: frames out as leader, payload packets and trailer, paced by the
+//! inter-packet delay, with packet resend from a ring of recent frames.
+
+use core::net::Ipv4Addr;
+
+use heapless::Deque;
+
+use super::pattern::{Frame, FrameSource};
+use crate::gev::gvsp::{self, Format, Header, ImageLeader};
+use crate::gev::status;
+use crate::rc::Instant;
+
+/// Frames kept for packet resend.
+pub const RESEND_RING: usize = 8;
+const RESEND_QUEUE: usize = 16;
+
+/// Where and how a frame was sent, so any of its packets can be rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block {
+    block_id: u64,
+    frame: Frame,
+    extended: bool,
+    /// Payload bytes per payload packet.
+    chunk: usize,
+    /// Number of payload packets.
+    n_payload: u32,
+}
+
+impl Block {
+    fn last_packet_id(&self) -> u32 {
+        self.n_payload + 1
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Resend {
+    block: Block,
+    next: u32,
+    last: u32,
+}
+
+/// Counters of the stream channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamCounters {
+    /// Frames completely sent (trailer out).
+    pub frames_sent: u64,
+    /// GVSP packets sent, resends included.
+    pub packets_sent: u64,
+    /// Packets sent again on request.
+    pub packets_resent: u64,
+    /// Resend requests received.
+    pub resend_requests: u64,
+    /// Resend requests for blocks no longer in the ring, or for packet ids out of range.
+    pub resend_unavailable: u64,
+    /// Test packets fired.
+    pub test_packets: u64,
+}
+
+/// A packet ready to send: its length in the caller's buffer and its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamPacket {
+    /// Bytes written to the buffer (the UDP payload).
+    pub len: usize,
+    /// Destination address.
+    pub dst_ip: Ipv4Addr,
+    /// Destination port.
+    pub dst_port: u16,
+}
+
+/// Settings the channel sends with, taken from the SCx registers when a frame starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelConfig {
+    /// Host address (SCDA).
+    pub dst_ip: Ipv4Addr,
+    /// Host port (SCP).
+    pub dst_port: u16,
+    /// IP packet size (SCPS), headers included.
+    pub packet_size: u32,
+    /// Inter-packet delay in nanoseconds (SCPD at a 1 GHz tick).
+    pub delay_ns: u64,
+    /// 64-bit block ids.
+    pub extended: bool,
+    /// Link speed in bits per second: packets are paced so the camera never sends faster than
+    /// its link (0 = unpaced).
+    pub link_bps: u64,
+}
+
+/// Bytes a GVSP datagram of `udp_payload` bytes occupies on Ethernet: IP, UDP, Ethernet header,
+/// FCS, preamble and inter-frame gap.
+const fn wire_bytes(udp_payload: usize) -> u64 {
+    (udp_payload + 28 + 14 + 4 + 8 + 12) as u64
+}
+
+/// The GVSP transmitter of one stream channel.
+#[derive(Debug)]
+pub struct GvspChannel {
+    current: Option<(Block, u32, ChannelConfig)>,
+    ring: Deque<Block, RESEND_RING>,
+    resends: Deque<Resend, RESEND_QUEUE>,
+    next_block: u64,
+    next_packet_at: Instant,
+    test_packet: Option<ChannelConfig>,
+    link_bps: u64,
+    counters: StreamCounters,
+}
+
+impl Default for GvspChannel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GvspChannel {
+    /// An idle channel.
+    pub const fn new() -> Self {
+        GvspChannel {
+            current: None,
+            ring: Deque::new(),
+            resends: Deque::new(),
+            next_block: 1,
+            next_packet_at: Instant::ZERO,
+            test_packet: None,
+            link_bps: 0,
+            counters: StreamCounters {
+                frames_sent: 0,
+                packets_sent: 0,
+                packets_resent: 0,
+                resend_requests: 0,
+                resend_unavailable: 0,
+                test_packets: 0,
+            },
+        }
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> StreamCounters {
+        self.counters
+    }
+
+    /// Whether a frame is being sent.
+    pub fn busy(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Whether something (a frame's packets, resends, a test packet) is waiting to go.
+    pub fn has_pending(&self) -> bool {
+        self.current.is_some() || !self.resends.is_empty() || self.test_packet.is_some()
+    }
+
+    /// Earliest time the next packet may leave (inter-packet delay).
+    pub fn next_packet_at(&self) -> Instant {
+        self.next_packet_at
+    }
+
+    /// Forget queued resends and the current frame (stream closed).
+    pub fn reset(&mut self) {
+        self.current = None;
+        self.resends.clear();
+        self.ring.clear();
+    }
+
+    /// Queue one test packet of the configured size (SCPS "fire test packet").
+    pub fn fire_test_packet(&mut self, cfg: ChannelConfig) {
+        self.test_packet = Some(cfg);
+    }
+
+    /// Start sending `frame` with `cfg`. Returns its block id.
+    pub fn start_frame(&mut self, frame: Frame, cfg: ChannelConfig) -> u64 {
+        let header = if cfg.extended {
+            gvsp::EXTENDED_HEADER_LEN
+        } else {
+            gvsp::HEADER_LEN
+        };
+        let chunk = (cfg.packet_size as usize)
+            .saturating_sub(gvsp::IP_UDP_OVERHEAD + header)
+            .max(4);
+        let block_id = if cfg.extended {
+            self.next_block
+        } else {
+            match self.next_block & 0xffff {
+                0 => 1,
+                b => b,
+            }
+        };
+        self.next_block = block_id + 1;
+        let block = Block {
+            block_id,
+            frame,
+            extended: cfg.extended,
+            chunk,
+            n_payload: frame.size().div_ceil(chunk) as u32,
+        };
+        self.current = Some((block, 0, cfg));
+        block_id
+    }
+
+    /// Ask for packets `first..=last` of `block_id` again (PACKETRESEND). Blocks no longer held
+    /// are counted as unavailable.
+    pub fn request_resend(&mut self, block_id: u64, first: u32, last: u32) {
+        self.counters.resend_requests += 1;
+        let found = self
+            .ring
+            .iter()
+            .chain(self.current.as_ref().map(|(b, _, _)| b))
+            .find(|b| {
+                if b.extended {
+                    b.block_id == block_id
+                } else {
+                    b.block_id & 0xffff == block_id & 0xffff
+                }
+            })
+            .copied();
+        match found {
+            Some(block) if first <= last && first <= block.last_packet_id() => {
+                let r = Resend {
+                    block,
+                    next: first,
+                    last: last.min(block.last_packet_id()),
+                };
+                if self.resends.push_back(r).is_err() {
+                    self.counters.resend_unavailable += 1;
+                }
+            }
+            _ => self.counters.resend_unavailable += 1,
+        }
+    }
+
+    /// Schedule the next packet after one of `len` bytes: the inter-packet delay (SCPD), and the
+    /// link's serialisation time with a burst allowance of 64 KiB so a late poll keeps the rate.
+    fn pace(&mut self, now: Instant, len: usize, delay_ns: u64, link_bps: u64) {
+        let mut next = now + core::time::Duration::from_nanos(delay_ns);
+        if link_bps > 0 {
+            let ns = |bytes: u64| bytes * 8 * 1_000_000_000 / link_bps;
+            let floor = Instant(now.0.saturating_sub(ns(64 << 10)));
+            let paced = self.next_packet_at.max(floor)
+                + core::time::Duration::from_nanos(ns(wire_bytes(len)));
+            next = next.max(paced);
+        }
+        self.next_packet_at = next;
+    }
+
+    /// Write the next packet into `buf` if one may leave at `now`. `dst` is used for resends and
+    /// test packets (the current SCDA/SCP).
+    pub fn poll_transmit<S: FrameSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        src: &S,
+        dst: (Ipv4Addr, u16),
+        buf: &mut [u8],
+    ) -> Option<StreamPacket> {
+        if now < self.next_packet_at {
+            return None;
+        }
+        if let Some(cfg) = self.test_packet.take() {
+            let n = (cfg.packet_size as usize)
+                .saturating_sub(gvsp::IP_UDP_OVERHEAD)
+                .min(buf.len());
+            for (i, b) in buf[..n].iter_mut().enumerate() {
+                *b = i as u8;
+            }
+            self.counters.test_packets += 1;
+            return Some(StreamPacket {
+                len: n,
+                dst_ip: dst.0,
+                dst_port: dst.1,
+            });
+        }
+        if let Some(r) = self.resends.front_mut() {
+            let (block, id) = (r.block, r.next);
+            r.next += 1;
+            if r.next > r.last {
+                let _ = self.resends.pop_front();
+            }
+            let len = emit(&block, id, true, src, buf)?;
+            self.counters.packets_sent += 1;
+            self.counters.packets_resent += 1;
+            self.pace(now, len, 0, self.link_bps);
+            return Some(StreamPacket {
+                len,
+                dst_ip: dst.0,
+                dst_port: dst.1,
+            });
+        }
+        let (block, id, cfg) = self.current.as_mut()?;
+        let (block, packet_id, cfg) = (*block, *id, *cfg);
+        let len = emit(&block, packet_id, false, src, buf)?;
+        self.counters.packets_sent += 1;
+        self.link_bps = cfg.link_bps;
+        self.pace(now, len, cfg.delay_ns, cfg.link_bps);
+        if packet_id >= block.last_packet_id() {
+            self.current = None;
+            self.counters.frames_sent += 1;
+            if self.ring.is_full() {
+                let _ = self.ring.pop_front();
+            }
+            let _ = self.ring.push_back(block);
+        } else if let Some((_, id, _)) = self.current.as_mut() {
+            *id += 1;
+        }
+        Some(StreamPacket {
+            len,
+            dst_ip: cfg.dst_ip,
+            dst_port: cfg.dst_port,
+        })
+    }
+}
+
+/// Build packet `packet_id` of `block` into `buf`; returns its length.
+fn emit<S: FrameSource + ?Sized>(
+    block: &Block,
+    packet_id: u32,
+    resend: bool,
+    src: &S,
+    buf: &mut [u8],
+) -> Option<usize> {
+    let last = block.last_packet_id();
+    let format = match packet_id {
+        0 => Format::Leader,
+        id if id == last => Format::Trailer,
+        _ => Format::Payload,
+    };
+    let header = Header {
+        status: if resend && !block.extended {
+            status::PACKET_RESEND
+        } else {
+            status::SUCCESS
+        },
+        flags: if resend { gvsp::FLAG_PACKET_RESEND } else { 0 },
+        extended: block.extended,
+        format,
+        block_id: block.block_id,
+        packet_id,
+    };
+    let h = header.emit(buf).ok()?;
+    let f = &block.frame;
+    let body = match format {
+        Format::Leader => ImageLeader {
+            timestamp: f.timestamp,
+            pixel_format: f.spec.pixel_format.pfnc(),
+            width: f.spec.width,
+            height: f.spec.height,
+            offset_x: f.spec.offset_x,
+            offset_y: f.spec.offset_y,
+        }
+        .emit(&mut buf[h..])
+        .ok()?,
+        Format::Trailer => gvsp::emit_image_trailer(f.spec.height, &mut buf[h..]).ok()?,
+        _ => {
+            let offset = (packet_id as usize - 1) * block.chunk;
+            let n = block.chunk.min(f.size() - offset);
+            src.read(f, offset, buf.get_mut(h..h + n)?);
+            n
+        }
+    };
+    Some(h + body)
+}

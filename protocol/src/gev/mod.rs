@@ -1,0 +1,37 @@
+//! GigE Vision wire formats: the control protocol (GVCP), the stream protocol (GVSP) and the
+//! pixel formats, as public sources describe them (`reference/gev.md` §2-3: aravis and the
+//! AIA-contributed Wireshark dissectors). All fields are big-endian.
+
+pub mod gvcp;
+pub mod gvsp;
+pub mod pixel;
+
+pub use pixel::PixelFormat;
+
+/// GigE Vision status codes (GVCP acknowledge status and GVSP packet status).
+pub mod status {
+    /// Success.
+    pub const SUCCESS: u16 = 0x0000;
+    /// GVSP: this packet is a resent one.
+    pub const PACKET_RESEND: u16 = 0x0100;
+    /// Command not supported.
+    pub const NOT_IMPLEMENTED: u16 = 0x8001;
+    /// A parameter is out of range or malformed.
+    pub const INVALID_PARAMETER: u16 = 0x8002;
+    /// The address does not exist.
+    pub const INVALID_ADDRESS: u16 = 0x8003;
+    /// The address is read-only.
+    pub const WRITE_PROTECT: u16 = 0x8004;
+    /// The address is not 32-bit aligned.
+    pub const BAD_ALIGNMENT: u16 = 0x8005;
+    /// Another application holds control.
+    pub const ACCESS_DENIED: u16 = 0x8006;
+    /// The device is busy.
+    pub const BUSY: u16 = 0x8007;
+    /// A requested packet is no longer available for resend.
+    pub const PACKET_UNAVAILABLE: u16 = 0x800C;
+    /// The command header is malformed.
+    pub const INVALID_HEADER: u16 = 0x800E;
+    /// Generic error.
+    pub const ERROR: u16 = 0x8FFF;
+}
