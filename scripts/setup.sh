@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Install what rdmacam's build and tests need on a fresh Debian 12 machine. Idempotent.
 #  - tshark: the tests check our packets against Wireshark's RoCE dissector
+#  - aravis tools + GObject bindings: a GigE Vision host no one here wrote, for the camera tests
+#  - iproute2, nftables: network namespaces and random loss for the lossy-link tests
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if ! command -v tshark >/dev/null 2>&1 || ! command -v text2pcap >/dev/null 2>&1; then
+PKGS="tshark aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
   $SUDO apt-get update -q
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends tshark
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
 fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs), then run this again" >&2

@@ -83,6 +83,10 @@ struct RunArgs {
     /// Link speed in Mbit/s: packets never leave faster than this (like a real NIC).
     #[arg(long, default_value_t = 10_000)]
     link_mbps: u32,
+    /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed): hosts such as
+    /// aravis size their socket buffer only when that frame arrives.
+    #[arg(long, default_value_t = 1000)]
+    first_frame_mbps: u32,
 }
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
                 seed: a.seed,
                 duration: a.duration.map(std::time::Duration::from_secs_f64),
                 link_mbps: a.link_mbps,
+                first_frame_mbps: a.first_frame_mbps,
             };
             let _ = a.transport;
             match run::run(opts) {

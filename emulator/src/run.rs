@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub duration: Option<Duration>,
     /// Link speed the stream is paced to, Mbit/s.
     pub link_mbps: u32,
+    /// Rate of each acquisition's first frame, Mbit/s (0 = link speed).
+    pub first_frame_mbps: u32,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -88,8 +90,9 @@ pub fn run(opts: RunOptions) -> Result<()> {
     let stream_port = stream_sock.local_addr()?.port();
 
     let mut cfg = DeviceConfig::new(ip, mac_for(ip), &opts.serial);
-    cfg.sensor_width = opts.width.max(16);
-    cfg.sensor_height = opts.height.max(1);
+    // The sensor is at least 2048x2048 so hosts can enlarge the image up to that.
+    cfg.sensor_width = opts.width.max(2048);
+    cfg.sensor_height = opts.height.max(2048);
     cfg.width = opts.width;
     cfg.height = opts.height;
     cfg.pixel_format = opts.pixel_format;
@@ -98,6 +101,7 @@ pub fn run(opts: RunOptions) -> Result<()> {
     cfg.gev_version = opts.gev_version;
     cfg.stream_source_port = stream_port;
     cfg.link_speed_mbps = opts.link_mbps;
+    cfg.first_frame_mbps = opts.first_frame_mbps;
     let mut dev = Device::new(cfg);
     let mut source = SyntheticSource::new(opts.seed);
 
@@ -174,12 +178,10 @@ pub fn run(opts: RunOptions) -> Result<()> {
                 .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
                 .unwrap_or(Duration::from_millis(1))
                 .min(Duration::from_micros(500));
-            // Sleeping is coarse (~60 µs here): pacing gaps shorter than that are waited out
-            // by yielding, so the link rate holds.
-            if wait > Duration::from_micros(100) {
+            // Sleep, never spin: a spinning camera starves the host's receive thread on a small
+            // machine. Sleeps are coarse (~60 µs); the pacer's 64 KiB burst allowance absorbs it.
+            if !wait.is_zero() {
                 std::thread::sleep(wait);
-            } else if !wait.is_zero() {
-                std::thread::yield_now();
             }
         }
     }

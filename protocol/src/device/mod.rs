@@ -69,6 +69,10 @@ pub struct DeviceConfig {
     pub link_speed_mbps: u32,
     /// Heartbeat timeout in ms until a host changes it.
     pub heartbeat_ms: u32,
+    /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed). Hosts such as
+    /// aravis size their socket buffer when the first frame arrives; sent at full speed, that
+    /// frame can overflow the default buffer before the host's receive thread wakes up.
+    pub first_frame_mbps: u32,
 }
 
 fn s<const N: usize>(v: &str) -> String<N> {
@@ -107,6 +111,7 @@ impl DeviceConfig {
             stream_source_port: 0,
             link_speed_mbps: 10_000,
             heartbeat_ms: 3000,
+            first_frame_mbps: 1000,
         }
     }
 }
@@ -511,12 +516,14 @@ impl Device {
         }
         let word = |at: usize| u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
         let extended = flags & gvcp::FLAG_BROADCAST_ACK_OR_EXTENDED_ID != 0;
+        // 64-bit form, as aravis 0.8.26 sends it (captured on a veth, see tests/device.rs):
+        // channel (2) · reserved (2) · first packet id (4) · last packet id (4) · block id (8).
         let (channel, block, first, last) = if extended && p.len() >= 20 {
             (
                 u16::from_be_bytes([p[0], p[1]]),
-                (u64::from(word(4)) << 32) | u64::from(word(8)),
-                word(12),
-                word(16),
+                (u64::from(word(12)) << 32) | u64::from(word(16)),
+                word(4),
+                word(8),
             )
         } else if p.len() >= 12 {
             (
@@ -923,7 +930,12 @@ impl Device {
         if self.acquiring && !self.channel.busy() && now >= self.next_frame_at {
             let spec = self.frame_spec();
             let frame = src.capture(&spec, self.ticks(now));
-            let cfg = self.channel_config();
+            let mut cfg = self.channel_config();
+            if self.frames_this_acquisition == 0 && self.cfg.first_frame_mbps > 0 {
+                cfg.link_bps = cfg
+                    .link_bps
+                    .min(u64::from(self.cfg.first_frame_mbps) * 1_000_000);
+            }
             self.channel.start_frame(frame, cfg);
             self.frames_this_acquisition += 1;
             let period = Duration::from_secs_f32(1.0 / self.frame_rate);

@@ -115,7 +115,7 @@ pub fn emit_ack_header(
 ) -> Result<()> {
     let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
     put_u16(b, 0, status);
-    put_u16(b, 2, command + 1);
+    put_u16(b, 2, command.wrapping_add(1));
     put_u16(b, 4, len);
     put_u16(b, 6, ack_id);
     Ok(())
