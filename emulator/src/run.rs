@@ -209,6 +209,12 @@ fn log_event(ev: &DeviceEvent) {
         }
         DeviceEvent::AcquisitionStarted => info!("acquisition started"),
         DeviceEvent::AcquisitionStopped => info!("acquisition stopped"),
+        DeviceEvent::OrspConnect(p) => info!(
+            host_qpn = p.host_qpn,
+            pmtu = p.pmtu.bytes(),
+            "ORSP connect requested; this transport streams GVSP only"
+        ),
+        DeviceEvent::OrspDisconnected => info!("ORSP disconnected"),
         DeviceEvent::ForceIp {
             ip,
             netmask,

@@ -16,6 +16,7 @@ extern crate std;
 
 pub mod device;
 pub mod gev;
+pub mod orsp;
 pub mod rc;
 pub mod wire;
 

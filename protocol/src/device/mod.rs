@@ -17,9 +17,14 @@ use heapless::{Deque, String};
 
 use crate::gev::gvcp::{self, Command, cmd};
 use crate::gev::{PixelFormat, status};
+use crate::orsp::{self, ConnectParams, OrspChannel};
 use crate::rc::Instant;
+use crate::wire::pmtu::Pmtu;
 use pattern::{FrameSource, FrameSpec, Pattern};
 use stream::{ChannelConfig, GvspChannel, StreamCounters, StreamPacket};
+
+/// Buffers one ORSP channel can track (MAX_BUFFERS).
+pub const ORSP_BUFFERS: usize = 256;
 
 /// The GenICam description served from device memory at [`regs::XML_BASE`].
 pub const GENICAM_XML: &str = include_str!("rdmacam.xml");
@@ -69,6 +74,10 @@ pub struct DeviceConfig {
     pub link_speed_mbps: u32,
     /// Heartbeat timeout in ms until a host changes it.
     pub heartbeat_ms: u32,
+    /// QP number the ORSP channel sends from (a verbs back-end puts its real QPN here).
+    pub orsp_qpn: u32,
+    /// Largest path MTU the link allows ORSP to use.
+    pub orsp_max_pmtu: Pmtu,
     /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed). Hosts such as
     /// aravis size their socket buffer when the first frame arrives; sent at full speed, that
     /// frame can overflow the default buffer before the host's receive thread wakes up.
@@ -112,6 +121,8 @@ impl DeviceConfig {
             link_speed_mbps: 10_000,
             heartbeat_ms: 3000,
             first_frame_mbps: 1000,
+            orsp_qpn: 0x000100 | u32::from(mac[5]),
+            orsp_max_pmtu: Pmtu::Mtu4096,
         }
     }
 }
@@ -129,6 +140,11 @@ pub enum DeviceEvent {
     AcquisitionStarted,
     /// Acquisition stopped (command, frame count reached, or control lost).
     AcquisitionStopped,
+    /// ORSP CONNECT accepted: the transport brings its queue pair up with these parameters.
+    OrspConnect(ConnectParams),
+    /// ORSP connection gone (DISCONNECT, heartbeat expiry, loss of control, fatal error): the
+    /// transport resets its queue pair.
+    OrspDisconnected,
     /// FORCEIP set a new address (the I/O layer must rebind to use it).
     ForceIp {
         /// New address.
@@ -202,6 +218,8 @@ pub struct Device {
     frames_this_acquisition: u32,
     next_frame_at: Instant,
     channel: GvspChannel,
+    orsp: OrspChannel<ORSP_BUFFERS>,
+    rc_counters: [u32; 5],
     events: Deque<DeviceEvent, 8>,
     counters: GvcpCounters,
 }
@@ -256,6 +274,13 @@ impl Device {
             frames_this_acquisition: 0,
             next_frame_at: Instant::ZERO,
             channel: GvspChannel::new(),
+            orsp: OrspChannel::new(
+                cfg.orsp_qpn,
+                u32::from_be_bytes([cfg.mac[2], cfg.mac[3], cfg.mac[4], cfg.mac[5]])
+                    ^ u32::from(cfg.ip),
+                cfg.orsp_max_pmtu,
+            ),
+            rc_counters: [0; 5],
             events: Deque::new(),
             counters: GvcpCounters::default(),
             epoch: None,
@@ -643,6 +668,10 @@ impl Device {
             regs::TL_PARAMS_LOCKED => self.tl_locked,
             regs::SENSOR_WIDTH => self.cfg.sensor_width,
             regs::SENSOR_HEIGHT => self.cfg.sensor_height,
+            a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a) => self
+                .orsp
+                .read_reg(a - orsp::regs::BASE, &self.rc_counters)
+                .ok_or(status::INVALID_ADDRESS)?,
             regs::FRAMES_SENT => self.channel.counters().frames_sent as u32,
             regs::FRAME_COUNT => self.frame_count,
             a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => 0,
@@ -773,6 +802,15 @@ impl Device {
                 self.check_unlocked()?;
                 self.pixel_format = PixelFormat::from_pfnc(v).ok_or(status::INVALID_PARAMETER)?;
             }
+            a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a) => {
+                let was_connected = self.orsp.is_connected();
+                let r = self.orsp.write_reg(a - orsp::regs::BASE, v)?;
+                if let Some(params) = r {
+                    self.event(DeviceEvent::OrspConnect(params));
+                } else if was_connected && !self.orsp.is_connected() {
+                    self.event(DeviceEvent::OrspDisconnected);
+                }
+            }
             regs::ACQUISITION_MODE => {
                 if v > 2 {
                     return Err(status::INVALID_PARAMETER);
@@ -865,6 +903,10 @@ impl Device {
     }
 
     fn release_control(&mut self) {
+        if self.orsp.is_connected() {
+            self.orsp.disconnect();
+            self.event(DeviceEvent::OrspDisconnected);
+        }
         self.controller = None;
         self.ccp = 0;
         self.heartbeat_deadline = None;
@@ -888,6 +930,7 @@ impl Device {
             self.frames_this_acquisition = 0;
             // Like a sensor, the first frame is read out after one exposure time.
             self.next_frame_at = now + Duration::from_micros(self.exposure as u64);
+            self.orsp.start_acquisition();
             self.event(DeviceEvent::AcquisitionStarted);
         }
     }
@@ -895,6 +938,7 @@ impl Device {
     fn stop_acquisition(&mut self) {
         if self.acquiring {
             self.acquiring = false;
+            self.orsp.stop_acquisition();
             self.event(DeviceEvent::AcquisitionStopped);
         }
     }
@@ -927,7 +971,11 @@ impl Device {
         if !self.stream_open() {
             return None;
         }
-        if self.acquiring && !self.channel.busy() && now >= self.next_frame_at {
+        if self.acquiring
+            && !self.orsp.is_connected()
+            && !self.channel.busy()
+            && now >= self.next_frame_at
+        {
             let spec = self.frame_spec();
             let frame = src.capture(&spec, self.ticks(now));
             let mut cfg = self.channel_config();
@@ -954,11 +1002,66 @@ impl Device {
         self.channel.poll_transmit(now, src, dst, buf)
     }
 
+    /// The ORSP channel (the transport feeds it completions and host messages, and posts its
+    /// work requests).
+    pub fn orsp(&mut self) -> &mut OrspChannel<ORSP_BUFFERS> {
+        &mut self.orsp
+    }
+
+    /// The ORSP channel, read-only (message bytes for the transport's payload source).
+    pub fn orsp_channel(&self) -> &OrspChannel<ORSP_BUFFERS> {
+        &self.orsp
+    }
+
+    /// The transport's RC counters for the ORSP COUNTERS registers: retransmitted packets, RNR
+    /// NAKs, sequence NAKs, CNPs, ACK timeouts.
+    pub fn set_rc_counters(&mut self, c: [u32; 5]) {
+        self.rc_counters = c;
+    }
+
+    /// ORSP: capture the next frame if one is due and the channel can take it. The caller puts
+    /// its bytes in memory and passes it to `orsp().send_frame(&frame, handle)`.
+    pub fn poll_orsp_frame<S: FrameSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        src: &mut S,
+    ) -> Option<pattern::Frame> {
+        self.touch(now);
+        if !(self.acquiring && self.orsp.ready_for_frame() && now >= self.next_frame_at) {
+            return None;
+        }
+        let frame = src.capture(&self.frame_spec(), self.ticks(now));
+        self.frames_this_acquisition += 1;
+        let period = Duration::from_secs_f32(1.0 / self.frame_rate);
+        let next = self.next_frame_at + period;
+        self.next_frame_at = if next < now { now } else { next };
+        let limit = match self.acquisition_mode {
+            1 => Some(1),
+            2 => Some(self.frame_count),
+            _ => None,
+        };
+        if limit.is_some_and(|l| self.frames_this_acquisition >= l) {
+            self.stop_acquisition();
+        }
+        Some(frame)
+    }
+
+    /// ORSP: a fatal transport error (retry exhaustion, fatal NAK) ends the connection and the
+    /// acquisition; STATUS shows `code`.
+    pub fn orsp_failed(&mut self, code: u16) {
+        self.orsp.fail(code);
+        self.stop_acquisition();
+        self.event(DeviceEvent::OrspDisconnected);
+    }
+
     /// When [`poll_stream`](Self::poll_stream) or [`handle_timeout`](Self::handle_timeout) next
     /// has something to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.heartbeat_deadline;
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        if self.acquiring && self.orsp.ready_for_frame() {
+            earliest(self.next_frame_at);
+        }
         if self.stream_open() {
             if self.channel.has_pending() {
                 earliest(self.channel.next_packet_at());

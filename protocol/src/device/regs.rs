@@ -1,5 +1,6 @@
 //! Register addresses: GigE Vision bootstrap registers (`reference/gev.md` §3.3) below 0x10000,
-//! the camera's own registers at 0x10000, the GenICam XML at 0x20000.
+//! the ORSP block of stream channel n at 0x10000 + 0x100·n (`design/ORSP.md` §2), the camera's
+//! own registers at 0x1F000, the GenICam XML at 0x20000.
 
 #![allow(missing_docs)]
 
@@ -54,7 +55,7 @@ pub const SCSP0: u32 = 0x0D1C;
 pub const SCC0: u32 = 0x0D20;
 pub const SCCFG0: u32 = 0x0D24;
 /// First address past the bootstrap block.
-pub const BOOTSTRAP_END: u32 = 0x1_0000;
+pub const BOOTSTRAP_END: u32 = 0x1_F000;
 
 /// GVSP configuration bit: 64-bit block ids (extended-ID mode).
 pub const GVSP_CONFIG_EXTENDED_ID: u32 = 0x4000_0000;
@@ -70,25 +71,25 @@ pub const SCPS_FIRE_TEST_PACKET: u32 = 0x8000_0000;
 pub const SCPS_DO_NOT_FRAGMENT: u32 = 0x4000_0000;
 
 // Camera registers (this device's own).
-pub const CAM_BASE: u32 = 0x1_0000;
-pub const WIDTH: u32 = 0x1_0000;
-pub const HEIGHT: u32 = 0x1_0004;
-pub const OFFSET_X: u32 = 0x1_0008;
-pub const OFFSET_Y: u32 = 0x1_000C;
-pub const PIXEL_FORMAT: u32 = 0x1_0010;
-pub const PAYLOAD_SIZE: u32 = 0x1_0014;
-pub const ACQUISITION_MODE: u32 = 0x1_0018;
-pub const ACQUISITION_COMMAND: u32 = 0x1_001C;
-pub const FRAME_RATE: u32 = 0x1_0020;
-pub const EXPOSURE_TIME: u32 = 0x1_0024;
-pub const GAIN: u32 = 0x1_0028;
-pub const TEST_PATTERN: u32 = 0x1_002C;
-pub const TL_PARAMS_LOCKED: u32 = 0x1_0030;
-pub const SENSOR_WIDTH: u32 = 0x1_0034;
-pub const SENSOR_HEIGHT: u32 = 0x1_0038;
-pub const FRAMES_SENT: u32 = 0x1_003C;
-pub const FRAME_COUNT: u32 = 0x1_0044;
-pub const CAM_END: u32 = 0x1_0100;
+pub const CAM_BASE: u32 = 0x1_F000;
+pub const WIDTH: u32 = 0x1_F000;
+pub const HEIGHT: u32 = 0x1_F004;
+pub const OFFSET_X: u32 = 0x1_F008;
+pub const OFFSET_Y: u32 = 0x1_F00C;
+pub const PIXEL_FORMAT: u32 = 0x1_F010;
+pub const PAYLOAD_SIZE: u32 = 0x1_F014;
+pub const ACQUISITION_MODE: u32 = 0x1_F018;
+pub const ACQUISITION_COMMAND: u32 = 0x1_F01C;
+pub const FRAME_RATE: u32 = 0x1_F020;
+pub const EXPOSURE_TIME: u32 = 0x1_F024;
+pub const GAIN: u32 = 0x1_F028;
+pub const TEST_PATTERN: u32 = 0x1_F02C;
+pub const TL_PARAMS_LOCKED: u32 = 0x1_F030;
+pub const SENSOR_WIDTH: u32 = 0x1_F034;
+pub const SENSOR_HEIGHT: u32 = 0x1_F038;
+pub const FRAMES_SENT: u32 = 0x1_F03C;
+pub const FRAME_COUNT: u32 = 0x1_F044;
+pub const CAM_END: u32 = 0x1_F100;
 
 /// Where the GenICam XML lives in device memory.
 pub const XML_BASE: u32 = 0x2_0000;

@@ -32,6 +32,10 @@ pub mod status {
     pub const PACKET_UNAVAILABLE: u16 = 0x800C;
     /// The command header is malformed.
     pub const INVALID_HEADER: u16 = 0x800E;
+    /// The payload was larger than the buffer and was truncated (GEV 2.0).
+    pub const OVERFLOW: u16 = 0x8015;
+    /// Sensor or FIFO underrun, partial frame.
+    pub const DATA_OVERRUN: u16 = 0x800D;
     /// Generic error.
     pub const ERROR: u16 = 0x8FFF;
 }

@@ -1,0 +1,931 @@
+//! The ORSP stream channel of the device: registers, connection state, buffers and credits,
+//! and the per-frame work requests (LEADER SEND, payload WRITEs, TRAILER SEND).
+
+use heapless::{Deque, Vec};
+
+use super::msg::{self, Descriptor, HostMessage, event};
+use super::regs;
+use crate::device::pattern::Frame;
+use crate::gev::gvsp::ImageLeader;
+use crate::gev::status;
+use crate::rc::{Completion, PayloadRef, WcStatus, WorkRequest};
+use crate::wire::pmtu::{MessageKind, Pmtu};
+
+/// Payload handles at and above this name the channel's own message slots; below are frames.
+pub const MSG_HANDLE_BASE: u32 = 0x8000_0000;
+/// Largest device → host message (MAX_CTRL_MSG).
+pub const MAX_CTRL_MSG: usize = 512;
+/// Receives the device keeps posted for host messages (DEV_RECV_DEPTH).
+pub const DEV_RECV_DEPTH: u32 = 16;
+/// Largest host → device message (DEV_RECV_SIZE).
+pub const DEV_RECV_SIZE: u32 = 1024;
+const SLOTS: usize = 16;
+const MAX_IN_FLIGHT: usize = 4;
+
+const TAG_MSG: u64 = 1 << 48;
+const TAG_TRAILER: u64 = 2 << 48;
+const TAG_WRITE: u64 = 3 << 48;
+
+/// Channel states (STATUS bits 3..0, `design/ORSP.md` §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Nothing configured.
+    Idle = 0,
+    /// HOST_QPN written.
+    Configured = 1,
+    /// CONNECT accepted; HELLO sent.
+    Connected = 2,
+    /// Acquisition running.
+    Streaming = 3,
+    /// Acquisition stopped, frames in flight finishing; STREAM_END follows.
+    Draining = 4,
+    /// A fatal transport error; the code is in STATUS bits 31..16.
+    Error = 15,
+}
+
+/// ORSP counters (COUNTERS registers and the host's statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OrspCounters {
+    /// Frames whose TRAILER was sent.
+    pub frames_sent: u32,
+    /// Frames dropped for want of a queued buffer.
+    pub frames_dropped: u32,
+    /// Frames larger than their buffer, truncated.
+    pub frames_truncated: u32,
+    /// Malformed host messages ignored.
+    pub bad_messages: u32,
+}
+
+/// What the transport needs to bring its queue pair up after CONNECT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectParams {
+    /// The host's QP.
+    pub host_qpn: u32,
+    /// The host's first send PSN (the device's expected receive PSN).
+    pub host_sq_psn: u32,
+    /// The device's QP.
+    pub device_qpn: u32,
+    /// The device's first send PSN.
+    pub device_sq_psn: u32,
+    /// Path MTU.
+    pub pmtu: Pmtu,
+    /// retry_cnt.
+    pub retry_cnt: u8,
+    /// rnr_retry.
+    pub rnr_retry: u8,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// DSCP/ECN byte.
+    pub tos: u8,
+    /// The host's GID (zero = derive `::ffff:` + SCDA).
+    pub host_gid: [u8; 16],
+}
+
+/// What happened to a frame handed to [`OrspChannel::send_frame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameOutcome {
+    /// Its work requests are queued; the frame memory is released by a later completion.
+    Sent,
+    /// No buffer was queued: dropped, block id advanced. The frame memory is free now.
+    Dropped,
+    /// The channel is not streaming. The frame memory is free now.
+    NotStreaming,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    frame_handle: u32,
+}
+
+/// The ORSP side of one stream channel. `BUFS` bounds announced buffers.
+#[derive(Debug)]
+pub struct OrspChannel<const BUFS: usize> {
+    state: State,
+    last_error: u16,
+    device_qpn: u32,
+    device_sq_psn: u32,
+    psn_seed: u32,
+    host_sq_psn: u32,
+    host_qpn: u32,
+    host_gid: [u8; 16],
+    host_mac: [u32; 2],
+    path_mtu: u32,
+    max_pmtu: u32,
+    retry: u32,
+    tx_tuning: u32,
+    write_chunk: u32,
+    cm_port: u32,
+    announced: Vec<Descriptor, BUFS>,
+    queued: Deque<u32, BUFS>,
+    slots: [[u8; MAX_CTRL_MSG]; SLOTS],
+    slot_len: [u16; SLOTS],
+    slot_busy: u32,
+    pending: Deque<WorkRequest, 64>,
+    in_flight: Deque<InFlight, MAX_IN_FLIGHT>,
+    tx_seq: u32,
+    rx_seq: u32,
+    block_id: u64,
+    previous_dropped: bool,
+    stop_requested: bool,
+    released_frames: Deque<u32, MAX_IN_FLIGHT>,
+    counters: OrspCounters,
+}
+
+impl<const BUFS: usize> OrspChannel<BUFS> {
+    /// A channel in state idle. `device_qpn` is the QP the device sends from; `psn_seed` makes
+    /// the device's initial PSNs differ between boots (any entropy will do).
+    pub fn new(device_qpn: u32, psn_seed: u32, max_pmtu: Pmtu) -> Self {
+        OrspChannel {
+            state: State::Idle,
+            last_error: 0,
+            device_qpn: device_qpn & 0x00ff_ffff,
+            device_sq_psn: mix(psn_seed) & 0x00ff_ffff,
+            psn_seed,
+            host_sq_psn: 0,
+            host_qpn: 0,
+            host_gid: [0; 16],
+            host_mac: [0; 2],
+            path_mtu: max_pmtu as u32,
+            max_pmtu: max_pmtu as u32,
+            retry: 6 | (7 << 4) | (14 << 8),
+            tx_tuning: 0,
+            write_chunk: 1 << 20,
+            cm_port: 0,
+            announced: Vec::new(),
+            queued: Deque::new(),
+            slots: [[0; MAX_CTRL_MSG]; SLOTS],
+            slot_len: [0; SLOTS],
+            slot_busy: 0,
+            pending: Deque::new(),
+            in_flight: Deque::new(),
+            tx_seq: 0,
+            rx_seq: 0,
+            block_id: 0,
+            previous_dropped: false,
+            stop_requested: false,
+            released_frames: Deque::new(),
+            counters: OrspCounters::default(),
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// The code of the last fatal error (STATUS bits 31..16).
+    pub fn last_error(&self) -> u16 {
+        self.last_error
+    }
+    /// Counters.
+    pub fn counters(&self) -> OrspCounters {
+        self.counters
+    }
+    /// Buffers queued and not yet used.
+    pub fn queued_buffers(&self) -> usize {
+        self.queued.len()
+    }
+    /// Whether a connection is up (connected, streaming or draining).
+    pub fn is_connected(&self) -> bool {
+        matches!(
+            self.state,
+            State::Connected | State::Streaming | State::Draining
+        )
+    }
+
+    // ------------------------------------------------------------- registers
+
+    /// Read a register at `offset` within the block.
+    pub fn read_reg(&self, offset: u32, rc_counters: &[u32; 5]) -> Option<u32> {
+        Some(match offset {
+            regs::ORSP_VERSION => 0x0001_0000,
+            regs::ORSP_CAPS => regs::CAP_RC | (self.max_pmtu << 8),
+            regs::DEVICE_QPN => self.device_qpn,
+            regs::DEVICE_SQ_PSN => self.device_sq_psn,
+            regs::HOST_SQ_PSN => self.host_sq_psn,
+            regs::HOST_QPN => self.host_qpn,
+            o if (regs::HOST_GID..regs::HOST_GID + 16).contains(&o) => {
+                let at = (o - regs::HOST_GID) as usize;
+                u32::from_be_bytes([
+                    self.host_gid[at],
+                    self.host_gid[at + 1],
+                    self.host_gid[at + 2],
+                    self.host_gid[at + 3],
+                ])
+            }
+            regs::HOST_MAC_HI => self.host_mac[0],
+            regs::HOST_MAC_LO => self.host_mac[1],
+            regs::PATH_MTU => self.path_mtu,
+            regs::TRANSPORT => 0,
+            regs::RETRY => self.retry,
+            regs::TX_TUNING => self.tx_tuning,
+            regs::MAX_CTRL_MSG => MAX_CTRL_MSG as u32,
+            regs::DEV_RECV_DEPTH => DEV_RECV_DEPTH,
+            regs::DEV_RECV_SIZE => DEV_RECV_SIZE,
+            regs::MAX_BUFFERS => BUFS as u32,
+            regs::WRITE_CHUNK => self.write_chunk,
+            regs::CONTROL => 0,
+            regs::STATUS => (u32::from(self.last_error) << 16) | self.state as u32,
+            regs::CM_PORT => self.cm_port,
+            0x60 => self.counters.frames_sent,
+            0x64 => self.counters.frames_dropped,
+            0x68 => self.counters.frames_truncated,
+            0x6C => rc_counters[0],
+            0x70 => rc_counters[1],
+            0x74 => rc_counters[2],
+            0x78 => rc_counters[3],
+            0x7C => rc_counters[4],
+            o if o < regs::BLOCK => 0,
+            _ => return None,
+        })
+    }
+
+    /// Write a register. CONTROL=CONNECT returns the parameters the transport must use.
+    pub fn write_reg(&mut self, offset: u32, v: u32) -> Result<Option<ConnectParams>, u16> {
+        let locked = self.is_connected();
+        let settable = |locked: bool| {
+            if locked {
+                Err(status::WRITE_PROTECT)
+            } else {
+                Ok(())
+            }
+        };
+        match offset {
+            regs::HOST_SQ_PSN => {
+                settable(locked)?;
+                self.host_sq_psn = v & 0x00ff_ffff;
+            }
+            regs::HOST_QPN => {
+                settable(locked)?;
+                self.host_qpn = v & 0x00ff_ffff;
+                if self.state == State::Idle && self.host_qpn != 0 {
+                    self.state = State::Configured;
+                }
+                if self.host_qpn == 0 && self.state == State::Configured {
+                    self.state = State::Idle;
+                }
+            }
+            o if (regs::HOST_GID..regs::HOST_GID + 16).contains(&o) => {
+                settable(locked)?;
+                let at = (o - regs::HOST_GID) as usize;
+                self.host_gid[at..at + 4].copy_from_slice(&v.to_be_bytes());
+            }
+            regs::HOST_MAC_HI => self.host_mac[0] = v & 0xffff,
+            regs::HOST_MAC_LO => self.host_mac[1] = v,
+            regs::PATH_MTU => {
+                settable(locked)?;
+                if Pmtu::from_code(v as u8).is_none() || v > self.max_pmtu {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.path_mtu = v;
+            }
+            regs::TRANSPORT => {
+                if v != 0 {
+                    return Err(status::INVALID_PARAMETER); // UC-ring not offered
+                }
+            }
+            regs::RETRY => {
+                settable(locked)?;
+                self.retry = v & 0x1f77;
+            }
+            regs::TX_TUNING => self.tx_tuning = v,
+            regs::WRITE_CHUNK => {
+                if v != 0 && v < 4096 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.write_chunk = v;
+            }
+            regs::CM_PORT => self.cm_port = v & 0xffff,
+            regs::CONTROL => {
+                if v & regs::CONTROL_CLEAR_COUNTERS != 0 {
+                    self.counters = OrspCounters::default();
+                }
+                if v & regs::CONTROL_DISCONNECT != 0 {
+                    self.disconnect();
+                }
+                if v & regs::CONTROL_CONNECT != 0 {
+                    return self.connect().map(Some);
+                }
+            }
+            o if o < regs::BLOCK => return Err(status::WRITE_PROTECT),
+            _ => return Err(status::INVALID_ADDRESS),
+        }
+        Ok(None)
+    }
+
+    /// CONNECT: validate, queue HELLO, go to connected.
+    pub fn connect(&mut self) -> Result<ConnectParams, u16> {
+        if self.state != State::Configured || self.host_qpn == 0 {
+            return Err(status::INVALID_PARAMETER);
+        }
+        let pmtu = Pmtu::from_code(self.path_mtu as u8).ok_or(status::INVALID_PARAMETER)?;
+        self.tx_seq = 0;
+        self.rx_seq = 0;
+        self.state = State::Connected;
+        self.last_error = 0;
+        let hello = msg::Hello {
+            orsp_version: 0x0001_0000,
+            caps: regs::CAP_RC | (self.max_pmtu << 8),
+            max_ctrl_msg: MAX_CTRL_MSG as u32,
+            dev_recv_depth: DEV_RECV_DEPTH,
+            max_buffers: BUFS as u32,
+            path_mtu: pmtu.bytes(),
+        };
+        self.send_message(true, |b, seq| hello.emit(b, seq).map_err(|_| ()));
+        Ok(ConnectParams {
+            host_qpn: self.host_qpn,
+            host_sq_psn: self.host_sq_psn,
+            device_qpn: self.device_qpn,
+            device_sq_psn: self.device_sq_psn,
+            pmtu,
+            retry_cnt: (self.retry & 7) as u8,
+            rnr_retry: ((self.retry >> 4) & 7) as u8,
+            timeout: ((self.retry >> 8) & 0x1f) as u8,
+            tos: self.tx_tuning as u8,
+            host_gid: self.host_gid,
+        })
+    }
+
+    /// DISCONNECT (also on heartbeat expiry or loss of control): back to idle, buffers
+    /// forgotten, a new device PSN. Frames in flight are released (see [`Self::poll_released_frame`]).
+    pub fn disconnect(&mut self) {
+        self.reset_connection();
+        self.state = if self.host_qpn != 0 {
+            State::Configured
+        } else {
+            State::Idle
+        };
+    }
+
+    fn reset_connection(&mut self) {
+        while let Some(f) = self.in_flight.pop_front() {
+            let _ = self.released_frames.push_back(f.frame_handle);
+        }
+        self.pending.clear();
+        self.slot_busy = 0;
+        self.announced.clear();
+        self.queued.clear();
+        self.psn_seed = self.psn_seed.wrapping_add(0x9e37_79b9);
+        self.device_sq_psn = mix(self.psn_seed) & 0x00ff_ffff;
+        self.stop_requested = false;
+    }
+
+    /// The connection is broken beyond repair (retry exhaustion, fatal NAK): go to error.
+    pub fn fail(&mut self, code: u16) {
+        self.reset_connection();
+        self.last_error = code;
+        self.state = State::Error;
+    }
+
+    // ------------------------------------------------------------- acquisition
+
+    /// AcquisitionStart: frames go out from now on.
+    pub fn start_acquisition(&mut self) {
+        if self.state == State::Connected {
+            self.state = State::Streaming;
+            self.stop_requested = false;
+        }
+    }
+
+    /// AcquisitionStop: finish the frame in flight, then STREAM_END.
+    pub fn stop_acquisition(&mut self) {
+        if self.state == State::Streaming {
+            self.state = State::Draining;
+            self.stop_requested = true;
+            self.maybe_stream_end();
+        }
+    }
+
+    fn maybe_stream_end(&mut self) {
+        if self.state == State::Draining && self.in_flight.is_empty() && self.stop_requested {
+            let (last, sent, dropped) = (
+                self.block_id,
+                self.counters.frames_sent,
+                self.counters.frames_dropped,
+            );
+            if self.send_message(true, |b, seq| {
+                msg::emit_stream_end(b, seq, last, sent, dropped).map_err(|_| ())
+            }) {
+                self.stop_requested = false;
+                self.state = State::Connected;
+            }
+        }
+    }
+
+    /// Whether a new frame can be taken now (streaming, and room for its messages).
+    pub fn ready_for_frame(&self) -> bool {
+        self.state == State::Streaming
+            && !self.in_flight.is_full()
+            && self.free_slots() >= 2
+            && self.pending.capacity() - self.pending.len() >= 34
+    }
+
+    /// Send `frame`, whose bytes the caller keeps at payload handle `frame_handle` until the
+    /// handle comes back from [`Self::poll_released_frame`] (when the TRAILER completed).
+    pub fn send_frame(&mut self, frame: &Frame, frame_handle: u32) -> FrameOutcome {
+        if !self.ready_for_frame() {
+            return FrameOutcome::NotStreaming;
+        }
+        self.block_id += 1;
+        let Some(buffer_id) = self.queued.pop_front() else {
+            self.counters.frames_dropped += 1;
+            self.previous_dropped = true;
+            return FrameOutcome::Dropped;
+        };
+        let Some(desc) = self
+            .announced
+            .iter()
+            .find(|d| d.buffer_id == buffer_id)
+            .copied()
+        else {
+            self.counters.frames_dropped += 1;
+            self.previous_dropped = true;
+            return FrameOutcome::Dropped;
+        };
+        let size = frame.size() as u64;
+        let valid = size.min(desc.length);
+        let truncated = valid < size;
+        let block_id = self.block_id;
+        let previous_dropped = core::mem::take(&mut self.previous_dropped);
+        let leader = ImageLeader {
+            timestamp: frame.timestamp,
+            pixel_format: frame.spec.pixel_format.pfnc(),
+            width: frame.spec.width,
+            height: frame.spec.height,
+            offset_x: frame.spec.offset_x,
+            offset_y: frame.spec.offset_y,
+        };
+        self.send_message(false, |b, seq| {
+            msg::emit_leader(
+                b,
+                seq,
+                buffer_id,
+                valid,
+                block_id,
+                previous_dropped,
+                &leader,
+            )
+            .map_err(|_| ())
+        });
+        let chunk = if self.write_chunk == 0 {
+            valid.max(1)
+        } else {
+            u64::from(self.write_chunk)
+        };
+        let mut off = 0u64;
+        while off < valid {
+            let n = chunk.min(valid - off);
+            let _ = self.pending.push_back(WorkRequest {
+                wr_id: TAG_WRITE | block_id,
+                kind: MessageKind::Write,
+                payload: PayloadRef {
+                    handle: frame_handle,
+                    offset: off,
+                },
+                len: n as u32,
+                remote_va: desc.addr + off,
+                rkey: desc.rkey,
+                imm: 0,
+                solicited: false,
+            });
+            off += n;
+        }
+        let st = if truncated {
+            self.counters.frames_truncated += 1;
+            status::OVERFLOW
+        } else {
+            status::SUCCESS
+        };
+        let height = frame.spec.height;
+        let slot = self.alloc_slot().expect("ready_for_frame checked slots");
+        let n = msg::emit_trailer(
+            &mut self.slots[slot],
+            self.tx_seq,
+            buffer_id,
+            st,
+            valid,
+            block_id,
+            height,
+        )
+        .expect("trailer fits a slot");
+        self.tx_seq += 1;
+        self.slot_len[slot] = n as u16;
+        let _ = self.pending.push_back(WorkRequest {
+            wr_id: TAG_TRAILER | slot as u64,
+            kind: MessageKind::Send,
+            payload: PayloadRef {
+                handle: MSG_HANDLE_BASE + slot as u32,
+                offset: 0,
+            },
+            len: n as u32,
+            remote_va: 0,
+            rkey: 0,
+            imm: 0,
+            solicited: true,
+        });
+        let _ = self.in_flight.push_back(InFlight { frame_handle });
+        FrameOutcome::Sent
+    }
+
+    // ------------------------------------------------------------- transport side
+
+    /// The next work request to post to the queue pair.
+    pub fn poll_work(&mut self) -> Option<WorkRequest> {
+        self.pending.pop_front()
+    }
+
+    /// A frame handle whose memory may be reused (its TRAILER completed, or the connection went
+    /// away).
+    pub fn poll_released_frame(&mut self) -> Option<u32> {
+        self.released_frames.pop_front()
+    }
+
+    /// Feed a send completion of a work request this channel produced.
+    pub fn on_completion(&mut self, c: &Completion) {
+        if c.status != WcStatus::Success {
+            if self.is_connected() {
+                let code = match c.status {
+                    WcStatus::RemoteAccessError
+                    | WcStatus::RemoteInvalidRequest
+                    | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
+                    _ => event::RETRY_EXCEEDED,
+                };
+                self.fail(code);
+            }
+            return;
+        }
+        let tag = c.wr_id & (0xffff << 48);
+        let low = (c.wr_id & 0xffff_ffff) as usize;
+        if (tag == TAG_MSG || tag == TAG_TRAILER) && low < SLOTS {
+            self.slot_busy &= !(1 << low);
+        }
+        if tag == TAG_TRAILER {
+            if let Some(f) = self.in_flight.pop_front() {
+                let _ = self.released_frames.push_back(f.frame_handle);
+            }
+            self.counters.frames_sent += 1;
+            self.maybe_stream_end();
+        }
+    }
+
+    /// Feed a message the host SENT (a complete receive).
+    pub fn on_host_message(&mut self, bytes: &[u8]) {
+        let parsed = msg::parse_host(bytes);
+        let (h, m) = match parsed {
+            Ok(x) => x,
+            Err(_) => {
+                let seq = msg::MsgHeader::parse(bytes)
+                    .map(|h| h.seq)
+                    .unwrap_or(u32::MAX);
+                self.bad_message(seq);
+                return;
+            }
+        };
+        self.rx_seq = h.seq.wrapping_add(1);
+        match m {
+            HostMessage::Announce { flags, descriptors } => {
+                for d in msg::descriptors(descriptors) {
+                    if d.length == 0 || self.announced.iter().any(|a| a.buffer_id == d.buffer_id) {
+                        self.bad_message(h.seq);
+                        continue;
+                    }
+                    if self.announced.push(d).is_err() {
+                        self.bad_message(h.seq);
+                        break;
+                    }
+                    if flags & msg::ANNOUNCE_QUEUE != 0 {
+                        let _ = self.queued.push_back(d.buffer_id);
+                    }
+                }
+            }
+            HostMessage::Queue { ids } => {
+                for id in msg::ids(ids) {
+                    let known = self.announced.iter().any(|a| a.buffer_id == id);
+                    if !known
+                        || self.queued.iter().any(|q| *q == id)
+                        || self.queued.push_back(id).is_err()
+                    {
+                        self.bad_message(h.seq);
+                    }
+                }
+            }
+            HostMessage::Flush { flags } => {
+                let mut ids: Vec<u32, 120> = Vec::new();
+                while let Some(id) = self.queued.pop_front() {
+                    if ids.push(id).is_err() {
+                        break;
+                    }
+                }
+                if flags & msg::FLUSH_FORGET != 0 {
+                    self.announced.clear();
+                }
+                self.send_message(true, |b, seq| {
+                    msg::emit_released(b, seq, &ids).map_err(|_| ())
+                });
+            }
+        }
+    }
+
+    fn bad_message(&mut self, seq: u32) {
+        self.counters.bad_messages += 1;
+        let block = self.block_id;
+        self.send_message(true, |b, s| {
+            msg::emit_event(b, s, event::MALFORMED_MESSAGE, seq, block, 0).map_err(|_| ())
+        });
+    }
+
+    /// The bytes of a message slot (for the transport's payload source).
+    pub fn message(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        let slot = handle.checked_sub(MSG_HANDLE_BASE)? as usize;
+        let start = usize::try_from(offset).ok()?;
+        self.slots.get(slot)?.get(start..start + len)
+    }
+
+    fn free_slots(&self) -> u32 {
+        SLOTS as u32 - self.slot_busy.count_ones()
+    }
+
+    fn alloc_slot(&mut self) -> Option<usize> {
+        let free = (!self.slot_busy).trailing_zeros() as usize;
+        if free >= SLOTS {
+            return None;
+        }
+        self.slot_busy |= 1 << free;
+        Some(free)
+    }
+
+    /// Build a message in a free slot and queue its SEND. Returns false if no slot was free.
+    fn send_message(
+        &mut self,
+        solicited: bool,
+        build: impl FnOnce(&mut [u8], u32) -> Result<usize, ()>,
+    ) -> bool {
+        let Some(slot) = self.alloc_slot() else {
+            return false;
+        };
+        let Ok(n) = build(&mut self.slots[slot], self.tx_seq) else {
+            self.slot_busy &= !(1 << slot);
+            return false;
+        };
+        self.tx_seq += 1;
+        self.slot_len[slot] = n as u16;
+        let wr = WorkRequest {
+            wr_id: TAG_MSG | slot as u64,
+            kind: MessageKind::Send,
+            payload: PayloadRef {
+                handle: MSG_HANDLE_BASE + slot as u32,
+                offset: 0,
+            },
+            len: n as u32,
+            remote_va: 0,
+            rkey: 0,
+            imm: 0,
+            solicited,
+        };
+        self.pending.push_back(wr).is_ok()
+    }
+}
+
+/// A 32-bit mixer for PSN seeds (not cryptographic: PSNs only need to differ per connection).
+const fn mix(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^ (x >> 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::pattern::{FrameSpec, Pattern};
+    use crate::gev::PixelFormat;
+    use crate::orsp::msg::{DeviceMessage, parse_device};
+    use std::vec::Vec as StdVec;
+
+    fn frame(n: u64) -> Frame {
+        Frame {
+            number: n,
+            spec: FrameSpec {
+                width: 100,
+                height: 50,
+                offset_x: 0,
+                offset_y: 0,
+                pixel_format: PixelFormat::Mono8,
+                pattern: Pattern::Gradient,
+            },
+            timestamp: 0,
+        }
+    }
+
+    fn connected() -> OrspChannel<8> {
+        let mut c: OrspChannel<8> = OrspChannel::new(0x100, 1, Pmtu::Mtu4096);
+        assert_eq!(
+            c.write_reg(regs::CONTROL, regs::CONTROL_CONNECT),
+            Err(status::INVALID_PARAMETER),
+            "idle"
+        );
+        c.write_reg(regs::HOST_QPN, 0x11).unwrap();
+        assert_eq!(c.state(), State::Configured);
+        c.write_reg(regs::WRITE_CHUNK, 4096).unwrap();
+        let p = c
+            .write_reg(regs::CONTROL, regs::CONTROL_CONNECT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                p.host_qpn,
+                p.device_qpn,
+                p.pmtu,
+                p.retry_cnt,
+                p.rnr_retry,
+                p.timeout
+            ),
+            (0x11, 0x100, Pmtu::Mtu4096, 6, 7, 14)
+        );
+        c
+    }
+
+    fn drain(c: &mut OrspChannel<8>) -> StdVec<WorkRequest> {
+        std::iter::from_fn(|| c.poll_work()).collect()
+    }
+
+    fn complete_all(c: &mut OrspChannel<8>, wrs: &[WorkRequest]) {
+        for w in wrs {
+            c.on_completion(&Completion {
+                wr_id: w.wr_id,
+                status: WcStatus::Success,
+                kind: w.kind,
+                len: w.len,
+            });
+        }
+    }
+
+    fn sent_message(c: &OrspChannel<8>, w: &WorkRequest) -> DeviceMessage {
+        parse_device(c.message(w.payload.handle, 0, w.len as usize).unwrap())
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn frame_is_leader_chunked_writes_trailer_and_buffer_credit_is_spent() {
+        let mut c = connected();
+        let hello = drain(&mut c);
+        assert!(
+            matches!(sent_message(&c, &hello[0]), DeviceMessage::Hello(h) if h.path_mtu == 4096 && h.max_buffers == 8)
+        );
+        complete_all(&mut c, &hello);
+        let mut b = [0u8; 128];
+        let d = [msg::Descriptor {
+            buffer_id: 7,
+            rkey: 0x55,
+            addr: 0x9000_0000,
+            length: 8192,
+        }];
+        let n = msg::emit_announce(&mut b, 0, msg::ANNOUNCE_QUEUE, &d).unwrap();
+        c.on_host_message(&b[..n]);
+        c.start_acquisition();
+        assert_eq!(c.send_frame(&frame(0), 3), FrameOutcome::Sent);
+        let wrs = drain(&mut c);
+        let kinds: StdVec<(MessageKind, u32, u64)> =
+            wrs.iter().map(|w| (w.kind, w.len, w.remote_va)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (MessageKind::Send, 88, 0),
+                (MessageKind::Write, 4096, 0x9000_0000),
+                (MessageKind::Write, 904, 0x9000_1000),
+                (MessageKind::Send, 60, 0)
+            ]
+        );
+        assert!(
+            wrs[3].solicited && !wrs[0].solicited,
+            "only the TRAILER wakes the host"
+        );
+        assert!(matches!(
+            sent_message(&c, &wrs[3]),
+            DeviceMessage::Trailer {
+                buffer_id: 7,
+                status: 0,
+                valid_size: 5000,
+                block_id: 1
+            }
+        ));
+        // no buffer left: the next frame is dropped and the one after says so in its leader
+        assert_eq!(c.send_frame(&frame(1), 4), FrameOutcome::Dropped);
+        complete_all(&mut c, &wrs);
+        assert_eq!(c.poll_released_frame(), Some(3));
+        let n = msg::emit_queue(&mut b, 1, &[7]).unwrap();
+        c.on_host_message(&b[..n]);
+        assert_eq!(c.send_frame(&frame(2), 5), FrameOutcome::Sent);
+        let wrs = drain(&mut c);
+        assert!(matches!(
+            sent_message(&c, &wrs[0]),
+            DeviceMessage::Leader {
+                block_id: 3,
+                previous_dropped: true,
+                ..
+            }
+        ));
+        assert_eq!(c.counters().frames_dropped, 1);
+        // stop: STREAM_END after the in-flight frame's trailer completes
+        c.stop_acquisition();
+        assert_eq!(c.state(), State::Draining);
+        complete_all(&mut c, &wrs);
+        let end = drain(&mut c);
+        assert!(matches!(
+            sent_message(&c, &end[0]),
+            DeviceMessage::StreamEnd {
+                last_block_id: 3,
+                frames_sent: 2,
+                frames_dropped: 1
+            }
+        ));
+        assert_eq!(c.state(), State::Connected);
+    }
+
+    #[test]
+    fn oversized_frame_is_truncated_with_overflow_status() {
+        let mut c = connected();
+        let hello = drain(&mut c);
+        complete_all(&mut c, &hello);
+        let mut b = [0u8; 128];
+        let d = [msg::Descriptor {
+            buffer_id: 1,
+            rkey: 1,
+            addr: 0,
+            length: 1000,
+        }];
+        let n = msg::emit_announce(&mut b, 0, msg::ANNOUNCE_QUEUE, &d).unwrap();
+        c.on_host_message(&b[..n]);
+        c.start_acquisition();
+        c.send_frame(&frame(0), 0);
+        let wrs = drain(&mut c);
+        assert_eq!(
+            wrs.iter()
+                .filter(|w| w.kind == MessageKind::Write)
+                .map(|w| w.len)
+                .sum::<u32>(),
+            1000
+        );
+        assert!(matches!(
+            sent_message(&c, wrs.last().unwrap()),
+            DeviceMessage::Trailer {
+                status: 0x8015,
+                valid_size: 1000,
+                ..
+            }
+        ));
+        assert_eq!(c.counters().frames_truncated, 1);
+    }
+
+    #[test]
+    fn bad_host_messages_raise_an_event_and_are_ignored() {
+        let mut c = connected();
+        let hello = drain(&mut c);
+        complete_all(&mut c, &hello);
+        let mut b = [0u8; 128];
+        let n = msg::emit_queue(&mut b, 4, &[99]).unwrap(); // never announced
+        c.on_host_message(&b[..n]);
+        c.on_host_message(b"garbage that is not ORSP");
+        let ev = drain(&mut c);
+        assert_eq!(ev.len(), 2);
+        assert!(matches!(
+            sent_message(&c, &ev[0]),
+            DeviceMessage::Event {
+                event_id: 0x9004,
+                detail: 4,
+                ..
+            }
+        ));
+        assert_eq!(c.queued_buffers(), 0);
+        assert_eq!(c.counters().bad_messages, 2);
+        // FLUSH gives back queued buffers in RELEASED
+        let d = [msg::Descriptor {
+            buffer_id: 2,
+            rkey: 1,
+            addr: 0,
+            length: 10,
+        }];
+        let n = msg::emit_announce(&mut b, 5, msg::ANNOUNCE_QUEUE, &d).unwrap();
+        c.on_host_message(&b[..n]);
+        let n = msg::emit_flush(&mut b, 6, msg::FLUSH_FORGET).unwrap();
+        c.on_host_message(&b[..n]);
+        let r = drain(&mut c);
+        assert!(matches!(
+            sent_message(&c, &r[0]),
+            DeviceMessage::Released { count: 1 }
+        ));
+        assert_eq!(c.queued_buffers(), 0);
+    }
+
+    #[test]
+    fn disconnect_and_failure_release_frames_and_renew_the_psn() {
+        let mut c = connected();
+        let psn = c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap();
+        c.fail(event::RETRY_EXCEEDED);
+        assert_eq!(c.read_reg(regs::STATUS, &[0; 5]), Some(0x9001_000f));
+        c.disconnect();
+        assert_eq!(c.state(), State::Configured);
+        assert_ne!(c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap(), psn);
+    }
+}

@@ -1,0 +1,41 @@
+//! The ORSP register block of stream channel n, at 0x10000 + 0x100·n (`design/ORSP.md` §2).
+
+#![allow(missing_docs)]
+
+/// Base address of channel 0's block.
+pub const BASE: u32 = 0x1_0000;
+/// Size of one block.
+pub const BLOCK: u32 = 0x100;
+
+pub const ORSP_VERSION: u32 = 0x00;
+pub const ORSP_CAPS: u32 = 0x04;
+pub const DEVICE_QPN: u32 = 0x08;
+pub const DEVICE_SQ_PSN: u32 = 0x0C;
+pub const HOST_SQ_PSN: u32 = 0x10;
+pub const HOST_QPN: u32 = 0x14;
+pub const HOST_GID: u32 = 0x18; // 16 bytes
+pub const HOST_MAC_HI: u32 = 0x28;
+pub const HOST_MAC_LO: u32 = 0x2C;
+pub const PATH_MTU: u32 = 0x30;
+pub const TRANSPORT: u32 = 0x34;
+pub const RETRY: u32 = 0x38;
+pub const TX_TUNING: u32 = 0x3C;
+pub const MAX_CTRL_MSG: u32 = 0x40;
+pub const DEV_RECV_DEPTH: u32 = 0x44;
+pub const DEV_RECV_SIZE: u32 = 0x48;
+pub const MAX_BUFFERS: u32 = 0x4C;
+pub const WRITE_CHUNK: u32 = 0x50;
+pub const CONTROL: u32 = 0x54;
+pub const STATUS: u32 = 0x58;
+pub const CM_PORT: u32 = 0x5C;
+pub const COUNTERS: u32 = 0x60; // 8 × u32
+
+/// CONTROL bits.
+pub const CONTROL_CONNECT: u32 = 0x1;
+pub const CONTROL_DISCONNECT: u32 = 0x2;
+pub const CONTROL_CLEAR_COUNTERS: u32 = 0x4;
+
+/// ORSP_CAPS: RC profile.
+pub const CAP_RC: u32 = 1 << 0;
+/// ORSP_CAPS: RDMA CM listener.
+pub const CAP_CM: u32 = 1 << 5;
