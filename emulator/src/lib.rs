@@ -1,4 +1,5 @@
 //! The `rdmacam` emulator's library half: what the binary's subcommands do, callable from tests.
 
+pub mod camera;
 pub mod inspect;
 pub mod run;

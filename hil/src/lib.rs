@@ -5,5 +5,6 @@
 //! * [`sim`] — a deterministic lossy link and a virtual clock that joins a camera's requester to
 //!   a soft host, for tests that control every packet and microsecond.
 
+pub mod host;
 pub mod sim;
 pub mod soft;

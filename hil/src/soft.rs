@@ -87,17 +87,32 @@ impl SoftHost {
 
     /// Handle a received IP packet. Returns whether it reached the responder.
     pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) -> bool {
-        let (src, dst, ecn, ib) = match split_rocev2(packet) {
-            Ok(x) => x,
+        match split_rocev2(packet) {
+            Ok((src, dst, ecn, ib)) => {
+                self.handle_ib(now, src, dst, ecn, ib);
+                true
+            }
             Err(wire::Error::Checksum) => {
                 self.input.checksum_drops += 1;
-                return false;
+                false
             }
             Err(_) => {
                 self.input.malformed_drops += 1;
-                return false;
+                false
             }
-        };
+        }
+    }
+
+    /// Handle the InfiniBand part of a packet whose IP header was already taken apart (a UDP
+    /// socket delivers it this way; its ICRC cannot be checked without the IP header).
+    pub fn handle_ib(
+        &mut self,
+        now: Instant,
+        src: std::net::IpAddr,
+        dst: std::net::IpAddr,
+        ecn: u8,
+        ib: &[u8],
+    ) {
         match self.responder.handle_ib(now, src, dst, ecn, ib) {
             Some(Placement::Write { rkey, va, data }) => {
                 let (base, mem) = self.regions.get_mut(&rkey).expect("responder checked rkey");
@@ -129,7 +144,6 @@ impl SoftHost {
                 data,
             });
         }
-        true
     }
 
     /// Write the next ACK/NAK/CNP into `buf`; returns its length.

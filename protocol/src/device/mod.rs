@@ -216,6 +216,8 @@ pub struct Device {
     tl_locked: u32,
     acquiring: bool,
     frames_this_acquisition: u32,
+    stop_after_frame: bool,
+    orsp_memory_free: bool,
     next_frame_at: Instant,
     channel: GvspChannel,
     orsp: OrspChannel<ORSP_BUFFERS>,
@@ -272,6 +274,8 @@ impl Device {
             tl_locked: 0,
             acquiring: false,
             frames_this_acquisition: 0,
+            stop_after_frame: false,
+            orsp_memory_free: true,
             next_frame_at: Instant::ZERO,
             channel: GvspChannel::new(),
             orsp: OrspChannel::new(
@@ -903,8 +907,9 @@ impl Device {
     }
 
     fn release_control(&mut self) {
-        if self.orsp.is_connected() {
-            self.orsp.disconnect();
+        let was_connected = self.orsp.is_connected();
+        self.orsp.control_lost();
+        if was_connected {
             self.event(DeviceEvent::OrspDisconnected);
         }
         self.controller = None;
@@ -1020,14 +1025,18 @@ impl Device {
     }
 
     /// ORSP: capture the next frame if one is due and the channel can take it. The caller puts
-    /// its bytes in memory and passes it to `orsp().send_frame(&frame, handle)`.
+    /// its bytes in memory and passes it to [`orsp_send_frame`](Self::orsp_send_frame).
     pub fn poll_orsp_frame<S: FrameSource + ?Sized>(
         &mut self,
         now: Instant,
         src: &mut S,
     ) -> Option<pattern::Frame> {
         self.touch(now);
-        if !(self.acquiring && self.orsp.ready_for_frame() && now >= self.next_frame_at) {
+        if !(self.acquiring
+            && self.orsp_memory_free
+            && self.orsp.ready_for_frame()
+            && now >= self.next_frame_at)
+        {
             return None;
         }
         let frame = src.capture(&self.frame_spec(), self.ticks(now));
@@ -1040,10 +1049,26 @@ impl Device {
             2 => Some(self.frame_count),
             _ => None,
         };
-        if limit.is_some_and(|l| self.frames_this_acquisition >= l) {
+        // The last frame of SingleFrame/MultiFrame still goes out: stop once it is handed over.
+        self.stop_after_frame = limit.is_some_and(|l| self.frames_this_acquisition >= l);
+        Some(frame)
+    }
+
+    /// ORSP: send a frame from [`poll_orsp_frame`](Self::poll_orsp_frame) whose bytes sit at
+    /// payload handle `handle`.
+    pub fn orsp_send_frame(&mut self, frame: &pattern::Frame, handle: u32) -> orsp::FrameOutcome {
+        let outcome = self.orsp.send_frame(frame, handle);
+        if core::mem::take(&mut self.stop_after_frame) {
             self.stop_acquisition();
         }
-        Some(frame)
+        outcome
+    }
+
+    /// ORSP: whether the caller has frame memory free for another frame. While it has none
+    /// (every frame still unacknowledged), frames are not due and no timeout is reported for
+    /// them; they resume when memory frees.
+    pub fn set_orsp_frame_memory_free(&mut self, free: bool) {
+        self.orsp_memory_free = free;
     }
 
     /// ORSP: a fatal transport error (retry exhaustion, fatal NAK) ends the connection and the
@@ -1059,7 +1084,7 @@ impl Device {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.heartbeat_deadline;
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
-        if self.acquiring && self.orsp.ready_for_frame() {
+        if self.acquiring && self.orsp_memory_free && self.orsp.ready_for_frame() {
             earliest(self.next_frame_at);
         }
         if self.stream_open() {

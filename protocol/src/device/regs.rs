@@ -55,7 +55,7 @@ pub const SCSP0: u32 = 0x0D1C;
 pub const SCC0: u32 = 0x0D20;
 pub const SCCFG0: u32 = 0x0D24;
 /// First address past the bootstrap block.
-pub const BOOTSTRAP_END: u32 = 0x1_F000;
+pub const BOOTSTRAP_END: u32 = 0x1_0000;
 
 /// GVSP configuration bit: 64-bit block ids (extended-ID mode).
 pub const GVSP_CONFIG_EXTENDED_ID: u32 = 0x4000_0000;

@@ -345,15 +345,22 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         })
     }
 
-    /// DISCONNECT (also on heartbeat expiry or loss of control): back to idle, buffers
-    /// forgotten, a new device PSN. Frames in flight are released (see [`Self::poll_released_frame`]).
+    /// DISCONNECT: back to idle from any state, buffers forgotten, HOST_QPN cleared, a new
+    /// device PSN. Frames in flight are released (see [`Self::poll_released_frame`]).
     pub fn disconnect(&mut self) {
         self.reset_connection();
-        self.state = if self.host_qpn != 0 {
-            State::Configured
-        } else {
-            State::Idle
-        };
+        self.host_qpn = 0;
+        self.state = State::Idle;
+    }
+
+    /// Heartbeat expiry or loss of control: an implicit DISCONNECT that leaves code 0x9003 in
+    /// STATUS for the next host to read.
+    pub fn control_lost(&mut self) {
+        let was_idle = self.state == State::Idle;
+        self.disconnect();
+        if !was_idle {
+            self.last_error = event::CONTROL_LOST;
+        }
     }
 
     fn reset_connection(&mut self) {
@@ -925,7 +932,7 @@ mod tests {
         c.fail(event::RETRY_EXCEEDED);
         assert_eq!(c.read_reg(regs::STATUS, &[0; 5]), Some(0x9001_000f));
         c.disconnect();
-        assert_eq!(c.state(), State::Configured);
+        assert_eq!(c.state(), State::Idle, "idle from any state");
         assert_ne!(c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap(), psn);
     }
 }

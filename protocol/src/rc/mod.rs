@@ -89,6 +89,10 @@ pub struct Path {
     pub ecn: u8,
     /// IPv4 TTL / IPv6 hop limit.
     pub ttl: u8,
+    /// UDP source port; 0 = the QP pair's entropy port (`udp_source_port`).
+    pub src_port: u16,
+    /// UDP destination port: where the peer listens for RoCEv2 (4791 unless a test moves it).
+    pub dst_port: u16,
 }
 
 impl Path {
@@ -100,6 +104,17 @@ impl Path {
             dscp: 0,
             ecn: 0,
             ttl: 64,
+            src_port: 0,
+            dst_port: crate::wire::roce::ROCEV2_PORT,
+        }
+    }
+
+    /// The UDP source port packets of the QP pair `local`/`remote` leave from.
+    pub const fn source_port(&self, local_qpn: u32, remote_qpn: u32) -> u16 {
+        if self.src_port != 0 {
+            self.src_port
+        } else {
+            crate::wire::roce::udp_source_port(local_qpn, remote_qpn)
         }
     }
 

@@ -10,7 +10,7 @@ use crate::wire::aeth::{AethSyndrome, NakCode, rnr_timer_micros};
 use crate::wire::bth::{psn_add, psn_diff};
 use crate::wire::opcode::Transport;
 use crate::wire::pmtu::{MessageKind, Pmtu, packet_count, segment};
-use crate::wire::roce::{MAX_HEADER_LEN, ROCEV2_PORT, udp_source_port};
+use crate::wire::roce::MAX_HEADER_LEN;
 use crate::wire::{BthRepr, IbRepr, Opcode, RethRepr, RoceV2Repr};
 
 /// Static settings of a requester (the QP attributes of `ibv_modify_qp` RTR/RTS).
@@ -273,7 +273,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             ack_deadline: None,
             rnr_until: None,
             rate: RateController::new(cfg.rate),
-            src_port: udp_source_port(cfg.local_qpn, cfg.remote_qpn),
+            src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
             counters: RequesterCounters::default(),
         }
     }
@@ -401,7 +401,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let repr = RoceV2Repr {
             ip: self.cfg.path.ip_repr(self.cfg.path.ecn)?,
             src_port: self.src_port,
-            dst_port: ROCEV2_PORT,
+            dst_port: self.cfg.path.dst_port,
             ib,
             payload_len: seg.len as usize,
         };

@@ -16,7 +16,7 @@ use crate::wire::bth::{DEFAULT_PKEY, psn_add, psn_diff};
 use crate::wire::icrc::ICRC_LEN;
 use crate::wire::opcode::{Operation, Position, Transport};
 use crate::wire::pmtu::Pmtu;
-use crate::wire::roce::{ROCEV2_PORT, udp_source_port};
+
 use crate::wire::{BthRepr, IbRepr, Opcode, RoceV2Repr, bth, cnp};
 
 /// Static settings of a responder (the RTR attributes of the QP).
@@ -221,7 +221,7 @@ impl<const RQ: usize, const MR: usize, const CQ: usize> Responder<RQ, MR, CQ> {
             cq: Deque::new(),
             replies: Deque::new(),
             last_cnp: None,
-            src_port: udp_source_port(cfg.local_qpn, cfg.remote_qpn),
+            src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
             counters: ResponderCounters::default(),
         }
     }
@@ -664,7 +664,7 @@ impl<const RQ: usize, const MR: usize, const CQ: usize> Responder<RQ, MR, CQ> {
         let repr = RoceV2Repr {
             ip: self.cfg.path.ip_repr(0)?,
             src_port: self.src_port,
-            dst_port: ROCEV2_PORT,
+            dst_port: self.cfg.path.dst_port,
             ib,
             payload_len: 0,
         };

@@ -1,0 +1,345 @@
+//! The camera side of ORSP without I/O: the GigE Vision [`Device`], the RC queue pair it
+//! streams on, the frame memory the payload WRITEs read from, and the receive buffers for host
+//! messages. The UDP transport and the deterministic simulator both drive this one type.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+
+use rdmacam_protocol::device::ORSP_BUFFERS;
+use rdmacam_protocol::device::pattern::{FrameSource, SyntheticSource};
+use rdmacam_protocol::device::{Device, DeviceEvent, GvcpReply, regs};
+use rdmacam_protocol::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE};
+use rdmacam_protocol::orsp::msg::event;
+use rdmacam_protocol::orsp::{ConnectParams, FrameOutcome, OrspChannel};
+use rdmacam_protocol::rc::{
+    Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
+    ResponderConfig, WcStatus, WorkRequest, split_rocev2,
+};
+
+/// Frames the camera keeps in memory: one being written, and the ones not yet acknowledged.
+pub const FRAME_SLOTS: usize = 6;
+
+type Qp = QueuePair<512, 512, 32, 1>;
+
+/// Where the camera's RoCEv2 traffic goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RocePorts {
+    /// UDP port the camera sends from (its QP's source port).
+    pub camera_tx: u16,
+    /// UDP port the host listens on for RoCEv2 (4791 normally).
+    pub host_rx: u16,
+}
+
+/// What the camera did, for logs and summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CameraCounters {
+    /// Frames handed to ORSP.
+    pub frames_offered: u64,
+    /// Host messages received.
+    pub host_messages: u64,
+    /// Received packets dropped (no connection, bad checksum).
+    pub dropped: u64,
+}
+
+/// Payload bytes for the requester: frame memory below [`MSG_HANDLE_BASE`], message slots above.
+struct Payloads<'a> {
+    frames: &'a [Vec<u8>],
+    orsp: &'a OrspChannel<ORSP_BUFFERS>,
+}
+
+impl PayloadSource for Payloads<'_> {
+    fn payload(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        if handle >= MSG_HANDLE_BASE {
+            self.orsp.message(handle, offset, len)
+        } else {
+            let start = usize::try_from(offset).ok()?;
+            self.frames
+                .get(handle as usize)?
+                .get(start..start.checked_add(len)?)
+        }
+    }
+}
+
+/// The camera: device, queue pair, frame memory.
+pub struct CameraCore {
+    device: Device,
+    source: SyntheticSource,
+    local_ip: Ipv4Addr,
+    ports: RocePorts,
+    qp: Option<Qp>,
+    host_ip: Option<Ipv4Addr>,
+    frames: Vec<Vec<u8>>,
+    free_frames: Vec<u32>,
+    recv_bufs: Vec<Vec<u8>>,
+    backlog: std::collections::VecDeque<WorkRequest>,
+    counters: CameraCounters,
+    events: Vec<DeviceEvent>,
+}
+
+impl std::fmt::Debug for CameraCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CameraCore")
+            .field("local_ip", &self.local_ip)
+            .field("connected", &self.qp.is_some())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CameraCore {
+    /// A camera with `device`, synthetic frames from `seed`, sending RoCEv2 as `ports` say.
+    pub fn new(device: Device, seed: u64, ports: RocePorts) -> Self {
+        let local_ip = device.ip();
+        CameraCore {
+            device,
+            source: SyntheticSource::new(seed),
+            local_ip,
+            ports,
+            qp: None,
+            host_ip: None,
+            frames: (0..FRAME_SLOTS).map(|_| Vec::new()).collect(),
+            free_frames: (0..FRAME_SLOTS as u32).rev().collect(),
+            recv_bufs: vec![vec![0; DEV_RECV_SIZE as usize]; DEV_RECV_DEPTH as usize],
+            backlog: Default::default(),
+            counters: CameraCounters::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The device (registers, counters).
+    pub fn device(&mut self) -> &mut Device {
+        &mut self.device
+    }
+
+    /// The device, read-only.
+    pub fn device_ref(&self) -> &Device {
+        &self.device
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> CameraCounters {
+        self.counters
+    }
+
+    /// Whether an ORSP connection is up.
+    pub fn connected(&self) -> bool {
+        self.qp.is_some()
+    }
+
+    /// The RC requester's counters, if connected.
+    pub fn rc_counters(&self) -> Option<rdmacam_protocol::rc::RequesterCounters> {
+        self.qp.as_ref().map(|q| q.requester.counters())
+    }
+
+    /// Events since the last call (for logging).
+    pub fn take_events(&mut self) -> Vec<DeviceEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// A GVCP datagram from `src`; the acknowledge (if any) is written to `out`.
+    pub fn handle_gvcp(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        datagram: &[u8],
+        out: &mut [u8],
+    ) -> Option<GvcpReply> {
+        let r = self.device.handle_gvcp(now, src, datagram, out);
+        self.process_events();
+        r
+    }
+
+    fn process_events(&mut self) {
+        while let Some(ev) = self.device.poll_event() {
+            match ev {
+                DeviceEvent::OrspConnect(p) => self.connect(p),
+                DeviceEvent::OrspDisconnected => self.disconnect(),
+                _ => {}
+            }
+            self.events.push(ev);
+        }
+    }
+
+    fn connect(&mut self, p: ConnectParams) {
+        let scda = self.device.read_reg(regs::SCDA0).unwrap_or(0);
+        let host_ip = if scda != 0 {
+            Ipv4Addr::from(scda)
+        } else if let Some(c) = self.device.controller() {
+            *c.ip()
+        } else {
+            return;
+        };
+        let mut path = Path::new(IpAddr::V4(self.local_ip), IpAddr::V4(host_ip));
+        path.src_port = self.ports.camera_tx;
+        path.dst_port = self.ports.host_rx;
+        path.dscp = p.tos >> 2;
+        path.ecn = p.tos & 3;
+        let mut rq = RequesterConfig::new(p.device_qpn, p.host_qpn, p.device_sq_psn, path);
+        rq.pmtu = p.pmtu;
+        rq.timeout = p.timeout;
+        rq.retry_cnt = p.retry_cnt;
+        rq.rnr_retry = p.rnr_retry;
+        rq.ack_req_every = 64;
+        rq.max_unacked = 1024;
+        let mut rs = ResponderConfig::new(p.device_qpn, p.host_qpn, p.host_sq_psn, path);
+        rs.pmtu = p.pmtu;
+        let mut qp = Qp::new(rq, rs);
+        for id in 0..DEV_RECV_DEPTH {
+            qp.responder.post_recv(u64::from(id), DEV_RECV_SIZE);
+        }
+        self.qp = Some(qp);
+        self.host_ip = Some(host_ip);
+        self.backlog.clear();
+    }
+
+    fn disconnect(&mut self) {
+        self.qp = None;
+        self.backlog.clear();
+        self.reclaim_frames();
+    }
+
+    fn reclaim_frames(&mut self) {
+        while let Some(h) = self.device.orsp().poll_released_frame() {
+            if !self.free_frames.contains(&h) {
+                self.free_frames.push(h);
+            }
+        }
+        self.device
+            .set_orsp_frame_memory_free(!self.free_frames.is_empty());
+    }
+
+    /// A received RoCEv2 IP packet (ICRC checked).
+    pub fn handle_datagram(&mut self, now: Instant, packet: &[u8]) {
+        match split_rocev2(packet) {
+            Ok((src, dst, ecn, ib)) => self.handle_ib(now, src, dst, ecn, ib),
+            Err(_) => self.counters.dropped += 1,
+        }
+    }
+
+    /// The InfiniBand part of a received packet (a UDP socket cannot see the IP header, so the
+    /// ICRC is not checked there: `design/ORSP.md` §12).
+    pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
+        let Some(qp) = self.qp.as_mut() else {
+            self.counters.dropped += 1;
+            return;
+        };
+        if let Some(Placement::Recv {
+            wr_id,
+            offset,
+            data,
+        }) = qp.handle_ib(now, src, dst, ecn, ib)
+        {
+            if let Some(buf) = self.recv_bufs.get_mut(wr_id as usize) {
+                let at = offset as usize;
+                if at + data.len() <= buf.len() {
+                    buf[at..at + data.len()].copy_from_slice(data);
+                }
+            }
+        }
+        while let Some(c) = qp.responder.poll_completion() {
+            if c.status == RecvStatus::Success {
+                self.counters.host_messages += 1;
+                let len = (c.byte_len as usize).min(DEV_RECV_SIZE as usize);
+                let msg = &self.recv_bufs[c.wr_id as usize][..len];
+                self.device.orsp().on_host_message(msg);
+                qp.responder.post_recv(c.wr_id, DEV_RECV_SIZE);
+            }
+        }
+        self.drain_completions();
+    }
+
+    fn drain_completions(&mut self) {
+        let Some(qp) = self.qp.as_mut() else { return };
+        let mut failed = None;
+        while let Some(c) = qp.requester.poll_completion() {
+            if c.status != WcStatus::Success && failed.is_none() {
+                failed = Some(match c.status {
+                    WcStatus::RemoteAccessError
+                    | WcStatus::RemoteInvalidRequest
+                    | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
+                    _ => event::RETRY_EXCEEDED,
+                });
+            }
+            self.device.orsp().on_completion(&c);
+        }
+        let rc = qp.requester.counters();
+        self.device.set_rc_counters([
+            rc.retransmitted_packets as u32,
+            rc.rnr_naks as u32,
+            rc.seq_naks as u32,
+            rc.cnps as u32,
+            rc.timeouts as u32,
+        ]);
+        if let Some(code) = failed {
+            self.device.orsp_failed(code);
+            self.process_events();
+        }
+        self.reclaim_frames();
+    }
+
+    /// The next RoCEv2 IP packet to send at `now` into `out`; returns its length.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
+        self.process_events();
+        let qp = self.qp.as_mut()?;
+        // ACK/NAKs for the host's SENDs first: they are small and unblock the host.
+        out.resize(128, 0);
+        if let Some(n) = qp.responder.poll_transmit(out) {
+            return Some(n);
+        }
+        // A due frame into free frame memory, then its work requests to the send queue.
+        if let Some(&slot) = self.free_frames.last() {
+            if let Some(frame) = self.device.poll_orsp_frame(now, &mut self.source) {
+                let buf = &mut self.frames[slot as usize];
+                buf.resize(frame.size(), 0);
+                self.source.read(&frame, 0, buf);
+                self.counters.frames_offered += 1;
+                if self.device.orsp_send_frame(&frame, slot) == FrameOutcome::Sent {
+                    self.free_frames.pop();
+                    self.device
+                        .set_orsp_frame_memory_free(!self.free_frames.is_empty());
+                }
+            }
+        }
+        while let Some(wr) = self.device.orsp().poll_work() {
+            self.backlog.push_back(wr);
+        }
+        let qp = self.qp.as_mut()?;
+        while let Some(wr) = self.backlog.front().copied() {
+            if qp.requester.post(wr).is_err() {
+                break;
+            }
+            self.backlog.pop_front();
+        }
+        let src = Payloads {
+            frames: &self.frames,
+            orsp: self.device.orsp_channel(),
+        };
+        let pkt = qp.requester.poll_transmit(now, &src);
+        let n = pkt.map(|p| {
+            out.resize(p.len(), 0);
+            p.copy_to(&src, out).expect("payload resolvable")
+        });
+        self.drain_completions();
+        n
+    }
+
+    /// When the camera next needs [`handle_timeout`](Self::handle_timeout) or
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let a = self.device.poll_timeout();
+        let b = self.qp.as_ref().and_then(|q| q.requester.poll_timeout());
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Run timers: heartbeat, ACK timeout, rate.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.device.handle_timeout(now);
+        if let Some(qp) = self.qp.as_mut() {
+            qp.requester.handle_timeout(now);
+        }
+        self.process_events();
+        self.drain_completions();
+    }
+}

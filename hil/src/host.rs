@@ -1,0 +1,432 @@
+//! The reference ORSP host, without I/O: what a host SDK does once the GVCP register exchange
+//! has connected the queue pair. It owns the frame buffers (one registered region), a soft RC
+//! responder for what the camera sends (LEADER/TRAILER SENDs, payload WRITEs), an RC requester
+//! for its own SENDs (ANNOUNCE, QUEUE, FLUSH), and checks every frame against the synthetic
+//! pattern. The UDP transport and the deterministic simulator drive this one type.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use rdmacam_protocol::device::pattern::{self, Frame, FrameSpec, Pattern};
+use rdmacam_protocol::gev::PixelFormat;
+use rdmacam_protocol::orsp::msg::{self, Descriptor, DeviceMessage, Hello};
+use rdmacam_protocol::rc::{
+    Instant, Path, PayloadRef, RecvStatus, Requester, RequesterConfig, ResponderConfig,
+    WorkRequest, split_rocev2,
+};
+use rdmacam_protocol::wire::Opcode;
+use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+use serde::Serialize;
+
+use crate::soft::SoftHost;
+
+/// Remote key of the frame-buffer region.
+pub const FRAME_RKEY: u32 = 0x0000_5a01;
+/// Virtual address the frame-buffer region is registered at.
+pub const FRAME_VA: u64 = 0x7f10_0000_0000;
+/// Receive buffer size (≥ the camera's MAX_CTRL_MSG).
+pub const RECV_SIZE: u32 = 512;
+
+/// How the host is set up.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The host's IP.
+    pub host_ip: Ipv4Addr,
+    /// The camera's IP.
+    pub camera_ip: Ipv4Addr,
+    /// The host's QP number.
+    pub host_qpn: u32,
+    /// The host's first send PSN.
+    pub host_sq_psn: u32,
+    /// Frame buffers to announce.
+    pub buffers: u32,
+    /// Bytes per buffer (PayloadSize).
+    pub buffer_size: usize,
+    /// UDP port the host sends RoCEv2 from.
+    pub tx_port: u16,
+    /// UDP port the camera listens on for RoCEv2.
+    pub camera_rx_port: u16,
+    /// Noise seed and pattern of the camera, to check content.
+    pub seed: u64,
+    /// Test pattern the camera sends.
+    pub pattern: Pattern,
+    /// Re-queue buffers after each frame (false = starve the camera, for tests).
+    pub requeue: bool,
+}
+
+/// The JSON summary `rdmacam-host --json` and `rdmacam demo --json` print.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Summary {
+    /// Frames expected: `--frames`, or the block-id span up to STREAM_END.
+    pub frames_expected: u64,
+    /// TRAILERs received.
+    pub frames_received: u64,
+    /// Frames whose bytes, size or status were wrong.
+    pub frames_bad: u64,
+    /// Frames the camera reported dropped (block-id gaps flagged in the next LEADER).
+    pub frames_dropped: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// The camera's retransmitted packets (ORSP counter, read over GVCP).
+    pub retransmitted_packets: u64,
+    /// Payload throughput.
+    pub gbit_per_s: f64,
+    /// Wall time of the stream.
+    pub seconds: f64,
+}
+
+/// Per-stream statistics as frames arrive.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Frames received and checked good.
+    pub good: u64,
+    /// Frames received with wrong content or status.
+    pub bad: u64,
+    /// Frames the camera reported dropped.
+    pub dropped: u64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// Block ids of received frames, in arrival order.
+    pub block_ids: Vec<u64>,
+    /// Frame counters stamped in received frames.
+    pub frame_numbers: Vec<u64>,
+    /// The camera's HELLO.
+    pub hello: Option<Hello>,
+    /// STREAM_END: last block id, frames sent, frames dropped.
+    pub stream_end: Option<(u64, u32, u32)>,
+    /// EVENTs: id and detail.
+    pub events: Vec<(u16, u32)>,
+    /// Buffers given back by RELEASED.
+    pub released: u32,
+    /// Device messages that did not parse.
+    pub garbled: u64,
+}
+
+/// The host.
+pub struct OrspHost {
+    cfg: HostConfig,
+    soft: Option<SoftHost>,
+    requester: Option<Requester<128, 128>>,
+    msgs: Vec<Vec<u8>>,
+    free_msgs: Vec<u32>,
+    tx_seq: u32,
+    processed: usize,
+    next_recv: u64,
+    last_block: u64,
+    leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
+    stats: Stats,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for OrspHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrspHost")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OrspHost {
+    /// A host not yet connected.
+    pub fn new(cfg: HostConfig) -> Self {
+        OrspHost {
+            cfg,
+            soft: None,
+            requester: None,
+            msgs: Vec::new(),
+            free_msgs: Vec::new(),
+            tx_seq: 0,
+            processed: 0,
+            next_recv: 0,
+            last_block: 0,
+            leaders: HashMap::new(),
+            stats: Stats::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Bring the host QP up for a camera whose DEVICE_QPN/DEVICE_SQ_PSN were read over GVCP.
+    pub fn connect(&mut self, device_qpn: u32, device_sq_psn: u32, pmtu: Pmtu) {
+        let c = &self.cfg;
+        let mut path = Path::new(IpAddr::V4(c.host_ip), IpAddr::V4(c.camera_ip));
+        path.src_port = c.tx_port;
+        path.dst_port = c.camera_rx_port;
+        let mut rs = ResponderConfig::new(c.host_qpn, device_qpn, device_sq_psn, path);
+        rs.pmtu = pmtu;
+        rs.min_rnr_timer = 1;
+        let mut soft = SoftHost::new(rs);
+        soft.register(FRAME_RKEY, FRAME_VA, c.buffers as usize * c.buffer_size);
+        let depth = (2 * c.buffers + 8).min(crate::soft::RQ_DEPTH as u32);
+        for _ in 0..depth {
+            soft.post_recv(self.next_recv, RECV_SIZE);
+            self.next_recv += 1;
+        }
+        let mut rq = RequesterConfig::new(c.host_qpn, device_qpn, c.host_sq_psn, path);
+        rq.pmtu = pmtu;
+        rq.timeout = 12;
+        rq.retry_cnt = 7;
+        rq.rnr_retry = 7;
+        rq.ack_req_every = 1;
+        self.soft = Some(soft);
+        self.requester = Some(Requester::new(rq));
+    }
+
+    /// The descriptors of every buffer.
+    pub fn descriptors(&self) -> Vec<Descriptor> {
+        (0..self.cfg.buffers)
+            .map(|i| Descriptor {
+                buffer_id: i,
+                rkey: FRAME_RKEY,
+                addr: FRAME_VA + u64::from(i) * self.cfg.buffer_size as u64,
+                length: self.cfg.buffer_size as u64,
+            })
+            .collect()
+    }
+
+    /// SEND ANNOUNCE with every buffer, queued at once.
+    pub fn announce(&mut self) {
+        let d = self.descriptors();
+        for part in d.chunks(40) {
+            let mut b = vec![0u8; 24 + 24 * part.len()];
+            let n =
+                msg::emit_announce(&mut b, self.tx_seq, msg::ANNOUNCE_QUEUE, part).expect("sized");
+            b.truncate(n);
+            self.send(b);
+        }
+    }
+
+    /// SEND FLUSH (the camera answers RELEASED).
+    pub fn flush(&mut self, forget: bool) {
+        let mut b = vec![0u8; 20];
+        msg::emit_flush(
+            &mut b,
+            self.tx_seq,
+            if forget { msg::FLUSH_FORGET } else { 0 },
+        )
+        .expect("sized");
+        self.send(b);
+    }
+
+    /// SEND raw bytes as a host message (tests use it to send malformed messages).
+    pub fn send_raw(&mut self, bytes: Vec<u8>) {
+        self.send(bytes);
+    }
+
+    fn send(&mut self, bytes: Vec<u8>) {
+        self.tx_seq += 1;
+        let len = bytes.len() as u32;
+        let handle = match self.free_msgs.pop() {
+            Some(h) => {
+                self.msgs[h as usize] = bytes;
+                h
+            }
+            None => {
+                self.msgs.push(bytes);
+                self.msgs.len() as u32 - 1
+            }
+        };
+        if let Some(rq) = self.requester.as_mut() {
+            let _ = rq.post(WorkRequest {
+                wr_id: u64::from(handle),
+                kind: MessageKind::Send,
+                payload: PayloadRef { handle, offset: 0 },
+                len,
+                remote_va: 0,
+                rkey: 0,
+                imm: 0,
+                solicited: false,
+            });
+        }
+    }
+
+    /// A received RoCEv2 IP packet (ICRC checked).
+    pub fn handle_datagram(&mut self, now: Instant, packet: &[u8]) {
+        if let Ok((src, dst, ecn, ib)) = split_rocev2(packet) {
+            self.handle_ib(now, src, dst, ecn, ib);
+        }
+    }
+
+    /// The InfiniBand part of a received packet.
+    pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
+        let Some(op) = ib.first().map(|b| Opcode(*b)) else {
+            return;
+        };
+        if op == Opcode::RC_ACK || op == Opcode::CNP {
+            if let Some(rq) = self.requester.as_mut() {
+                rq.handle_ib(now, ib);
+                while let Some(c) = rq.poll_completion() {
+                    self.free_msgs.push(c.wr_id as u32);
+                }
+            }
+            return;
+        }
+        if let Some(soft) = self.soft.as_mut() {
+            soft.handle_ib(now, src, dst, ecn, ib);
+        }
+        self.process();
+    }
+
+    fn process(&mut self) {
+        let Some(soft) = self.soft.as_mut() else {
+            return;
+        };
+        let received: Vec<_> = soft.received()[self.processed..].to_vec();
+        self.processed += received.len();
+        let mut requeue = Vec::new();
+        for r in received {
+            if r.completion.status != RecvStatus::Success {
+                continue;
+            }
+            if let Some(soft) = self.soft.as_mut() {
+                soft.post_recv(self.next_recv, RECV_SIZE);
+                self.next_recv += 1;
+            }
+            match msg::parse_device(&r.data) {
+                Ok((_, DeviceMessage::Hello(h))) => self.stats.hello = Some(h),
+                Ok((
+                    _,
+                    DeviceMessage::Leader {
+                        buffer_id,
+                        block_id,
+                        previous_dropped,
+                        leader,
+                        ..
+                    },
+                )) => {
+                    if previous_dropped && self.last_block != 0 {
+                        self.stats.dropped += block_id.saturating_sub(self.last_block + 1);
+                    } else if previous_dropped {
+                        self.stats.dropped += block_id.saturating_sub(1);
+                    }
+                    self.last_block = block_id;
+                    self.leaders.insert(buffer_id, (block_id, leader));
+                }
+                Ok((
+                    _,
+                    DeviceMessage::Trailer {
+                        buffer_id,
+                        status,
+                        valid_size,
+                        block_id,
+                    },
+                )) => {
+                    let good = status == 0 && self.check_frame(buffer_id, block_id, valid_size);
+                    if good {
+                        self.stats.good += 1;
+                    } else {
+                        self.stats.bad += 1;
+                    }
+                    self.stats.bytes += valid_size;
+                    self.stats.block_ids.push(block_id);
+                    requeue.push(buffer_id);
+                }
+                Ok((
+                    _,
+                    DeviceMessage::StreamEnd {
+                        last_block_id,
+                        frames_sent,
+                        frames_dropped,
+                    },
+                )) => {
+                    self.stats.stream_end = Some((last_block_id, frames_sent, frames_dropped));
+                }
+                Ok((
+                    _,
+                    DeviceMessage::Event {
+                        event_id, detail, ..
+                    },
+                )) => self.stats.events.push((event_id, detail)),
+                Ok((_, DeviceMessage::Released { count })) => self.stats.released += count,
+                Err(_) => self.stats.garbled += 1,
+            }
+        }
+        if self.cfg.requeue && !requeue.is_empty() {
+            let mut b = vec![0u8; 20 + 4 * requeue.len()];
+            let n = msg::emit_queue(&mut b, self.tx_seq, &requeue).expect("sized");
+            b.truncate(n);
+            self.send(b);
+        }
+    }
+
+    /// Re-queue buffers by hand (tests that starve the camera, then recover).
+    pub fn queue(&mut self, ids: &[u32]) {
+        let mut b = vec![0u8; 20 + 4 * ids.len()];
+        let n = msg::emit_queue(&mut b, self.tx_seq, ids).expect("sized");
+        b.truncate(n);
+        self.send(b);
+    }
+
+    /// Compare a buffer with the synthetic frame its stamp names.
+    fn check_frame(&mut self, buffer_id: u32, block_id: u64, valid: u64) -> bool {
+        let Some((leader_block, leader)) = self.leaders.remove(&buffer_id) else {
+            return false;
+        };
+        let Some(pf) = PixelFormat::from_pfnc(leader.pixel_format) else {
+            return false;
+        };
+        let spec = FrameSpec {
+            width: leader.width,
+            height: leader.height,
+            offset_x: leader.offset_x,
+            offset_y: leader.offset_y,
+            pixel_format: pf,
+            pattern: self.cfg.pattern,
+        };
+        let size = spec.payload_size();
+        let Some(soft) = self.soft.as_ref() else {
+            return false;
+        };
+        let start = buffer_id as usize * self.cfg.buffer_size;
+        let mem = &soft.region(FRAME_RKEY)[start..start + self.cfg.buffer_size];
+        if leader_block != block_id || valid as usize != size || size > mem.len() || size < 8 {
+            return false;
+        }
+        let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
+        self.stats.frame_numbers.push(number);
+        let frame = Frame {
+            number,
+            spec,
+            timestamp: 0,
+        };
+        self.scratch.resize(size, 0);
+        pattern::fill(self.cfg.seed, &frame, 0, &mut self.scratch);
+        mem[..size] == self.scratch[..]
+    }
+
+    /// The next RoCEv2 IP packet to send into `out`.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
+        out.resize(128, 0);
+        if let Some(n) = self.soft.as_mut().and_then(|s| s.poll_transmit(out)) {
+            return Some(n);
+        }
+        let rq = self.requester.as_mut()?;
+        let p = rq.poll_transmit(now, &self.msgs[..])?;
+        out.resize(p.len(), 0);
+        p.copy_to(&self.msgs[..], out)
+    }
+
+    /// When the host next needs [`handle_timeout`](Self::handle_timeout).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.requester.as_ref().and_then(|r| r.poll_timeout())
+    }
+
+    /// Run the requester's timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(rq) = self.requester.as_mut() {
+            rq.handle_timeout(now);
+            while let Some(c) = rq.poll_completion() {
+                self.free_msgs.push(c.wr_id as u32);
+            }
+        }
+    }
+
+    /// Whether the host's own SENDs have all been acknowledged.
+    pub fn idle(&self) -> bool {
+        self.requester.as_ref().is_none_or(|r| r.outstanding() == 0)
+    }
+}
