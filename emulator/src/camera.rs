@@ -135,6 +135,15 @@ impl CameraCore {
         std::mem::take(&mut self.events)
     }
 
+    /// The next GVSP packet (classic streaming, when no ORSP host is connected).
+    pub fn poll_gvsp(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<rdmacam_protocol::device::stream::StreamPacket> {
+        self.device.poll_stream(now, &mut self.source, buf)
+    }
+
     /// A GVCP datagram from `src`; the acknowledge (if any) is written to `out`.
     pub fn handle_gvcp(
         &mut self,
@@ -179,7 +188,7 @@ impl CameraCore {
         rq.retry_cnt = p.retry_cnt;
         rq.rnr_retry = p.rnr_retry;
         rq.ack_req_every = 64;
-        rq.max_unacked = 1024;
+        rq.max_unacked = 128; // like rxe: a loss costs at most 128 packets of go-back-N
         let mut rs = ResponderConfig::new(p.device_qpn, p.host_qpn, p.host_sq_psn, path);
         rs.pmtu = p.pmtu;
         let mut qp = Qp::new(rq, rs);

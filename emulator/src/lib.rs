@@ -1,5 +1,6 @@
 //! The `rdmacam` emulator's library half: what the binary's subcommands do, callable from tests.
 
 pub mod camera;
+pub mod demo;
 pub mod inspect;
 pub mod run;

@@ -36,6 +36,40 @@ enum Command {
     },
     /// Run a virtual camera: GigE Vision control on UDP 3956 and streaming, until Ctrl-C.
     Run(RunArgs),
+    /// A virtual camera and the reference host on loopback: ORSP RDMA streaming, every frame
+    /// checked, a summary at the end. No root, no RDMA hardware.
+    Demo(DemoArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DemoArgs {
+    /// Image width.
+    #[arg(long, default_value_t = 1920)]
+    width: u32,
+    /// Image height.
+    #[arg(long, default_value_t = 1080)]
+    height: u32,
+    /// Pixel format: Mono8, Mono16, BayerRG8 or RGB8.
+    #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
+    pixel_format: PixelFormat,
+    /// Frames to stream (frames_expected in the summary).
+    #[arg(long, default_value_t = 300)]
+    frames: u64,
+    /// Frames per second.
+    #[arg(long, default_value_t = 100.0)]
+    fps: f32,
+    /// Probability (0..1) of dropping each RoCEv2 packet, both directions.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Seed for the loss (reproducible) and the noise pattern.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Host frame buffers.
+    #[arg(long, default_value_t = 16)]
+    buffers: u32,
+    /// Print the summary as one JSON line (the last line on stdout).
+    #[arg(long)]
+    json: bool,
 }
 
 /// How frames leave the camera.
@@ -43,6 +77,9 @@ enum Command {
 enum Transport {
     /// Classic GigE Vision streaming (GVSP over UDP) only.
     Gvsp,
+    /// ORSP: RDMA WRITEs into host buffers, RoCEv2 from a plain UDP socket (no privilege, no
+    /// RDMA NIC); GVSP stays available for hosts that do not connect ORSP.
+    Udp,
 }
 
 #[derive(clap::Args, Debug)]
@@ -87,6 +124,15 @@ struct RunArgs {
     /// aravis size their socket buffer only when that frame arrives.
     #[arg(long, default_value_t = 1000)]
     first_frame_mbps: u32,
+    /// UDP port the camera receives RoCEv2 on (--transport udp).
+    #[arg(long, default_value_t = 4791)]
+    roce_port: u16,
+    /// UDP port hosts receive RoCEv2 on.
+    #[arg(long, default_value_t = 4791)]
+    host_roce_port: u16,
+    /// GVCP port.
+    #[arg(long, default_value_t = 3956)]
+    gvcp_port: u16,
 }
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
@@ -108,6 +154,47 @@ fn parse_version(s: &str) -> Result<(u16, u16), String> {
     ))
 }
 
+fn demo_cmd(a: DemoArgs) -> ExitCode {
+    if !(0.0..1.0).contains(&a.loss) {
+        eprintln!("rdmacam demo: --loss must be in 0..1");
+        return ExitCode::from(2);
+    }
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let o = rdmacam::demo::DemoOptions {
+        width: a.width,
+        height: a.height,
+        pixel_format: a.pixel_format,
+        frames: a.frames,
+        fps: a.fps,
+        loss: a.loss,
+        seed: a.seed,
+        buffers: a.buffers,
+        progress: true,
+    };
+    match rdmacam::demo::demo(&o) {
+        Ok(s) => {
+            println!("{}", s.line());
+            if a.json {
+                println!("{}", serde_json::to_string(&s).expect("serialisable"));
+            }
+            if s.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("rdmacam demo: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -121,6 +208,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { file, port, json } => inspect::run(&file, port, json),
+        Command::Demo(a) => demo_cmd(a),
         Command::Run(a) => {
             init_logging();
             let opts = RunOptions {
@@ -136,9 +224,23 @@ fn main() -> ExitCode {
                 duration: a.duration.map(std::time::Duration::from_secs_f64),
                 link_mbps: a.link_mbps,
                 first_frame_mbps: a.first_frame_mbps,
+                roce: a.transport == Transport::Udp,
+                roce_port: a.roce_port,
+                host_roce_port: a.host_roce_port,
+                gvcp_port: a.gvcp_port,
+                loss: 0.0,
             };
-            let _ = a.transport;
-            match run::run(opts) {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            {
+                let stop = stop.clone();
+                if let Err(e) = ctrlc::set_handler(move || {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst)
+                }) {
+                    eprintln!("rdmacam run: cannot install the Ctrl-C handler: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            match run::run(opts, stop) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("rdmacam run: {e:#}");

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 
+use crate::camera::{CameraCore, RocePorts};
 use anyhow::{Context, Result, bail};
-use rdmacam_protocol::device::pattern::{Pattern, SyntheticSource};
+use rdmacam_hil::net::RoceSocket;
+use rdmacam_protocol::device::pattern::Pattern;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::gev::gvcp;
@@ -47,6 +49,16 @@ pub struct RunOptions {
     pub link_mbps: u32,
     /// Rate of each acquisition's first frame, Mbit/s (0 = link speed).
     pub first_frame_mbps: u32,
+    /// ORSP over a UDP RoCEv2 socket as well as GVSP.
+    pub roce: bool,
+    /// UDP port the camera receives RoCEv2 on.
+    pub roce_port: u16,
+    /// UDP port hosts receive RoCEv2 on.
+    pub host_roce_port: u16,
+    /// GVCP port (3956; the demo moves it to stay clear of real cameras).
+    pub gvcp_port: u16,
+    /// Drop this share of outgoing RoCEv2 packets (reproducible from `seed`).
+    pub loss: f64,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -68,18 +80,38 @@ fn mac_for(ip: Ipv4Addr) -> [u8; 6] {
     [0x02, 0x52, o[0], o[1], o[2], o[3]]
 }
 
-/// Run the camera until Ctrl-C (or `duration`).
-pub fn run(opts: RunOptions) -> Result<()> {
+/// Run the camera until `stop` is set (or `duration` passes).
+pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let ip = opts.ip;
     if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
         bail!("--ip must be one local unicast address, not {ip}");
     }
     // Binding ADDR fails clearly when the address is not on this host.
-    let control = reuse_socket(SocketAddrV4::new(ip, gvcp::PORT), false).with_context(|| {
-        format!("is {ip} an address of this host (or of this network namespace)?")
+    let control =
+        reuse_socket(SocketAddrV4::new(ip, opts.gvcp_port), false).with_context(|| {
+            format!("is {ip} an address of this host (or of this network namespace)?")
+        })?;
+    let discovery = reuse_socket(
+        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, opts.gvcp_port),
+        true,
+    )
+    .with_context(|| {
+        format!(
+            "cannot listen for broadcast discovery on 0.0.0.0:{}",
+            opts.gvcp_port
+        )
     })?;
-    let discovery = reuse_socket(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, gvcp::PORT), true)
-        .context("cannot listen for broadcast discovery on 0.0.0.0:3956")?;
+    let mut roce = if opts.roce {
+        Some(RoceSocket::bind(
+            ip,
+            opts.roce_port,
+            0,
+            opts.loss,
+            opts.seed ^ 0xca11,
+        )?)
+    } else {
+        None
+    };
     let stream_sock = {
         let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         s.set_send_buffer_size(8 << 20).ok();
@@ -102,21 +134,19 @@ pub fn run(opts: RunOptions) -> Result<()> {
     cfg.stream_source_port = stream_port;
     cfg.link_speed_mbps = opts.link_mbps;
     cfg.first_frame_mbps = opts.first_frame_mbps;
-    let mut dev = Device::new(cfg);
-    let mut source = SyntheticSource::new(opts.seed);
-
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .context("cannot install the Ctrl-C handler")?;
-    }
+    let ports = RocePorts {
+        camera_tx: roce.as_ref().map_or(0, |r| r.tx_port()),
+        host_rx: opts.host_roce_port,
+    };
+    let mut cam = CameraCore::new(Device::new(cfg), opts.seed, ports);
     info!(
         %ip, serial = %opts.serial, width = opts.width, height = opts.height,
         pixel_format = opts.pixel_format.name(), pattern = opts.pattern.name(), fps = opts.fps,
         gev = format!("{}.{}", opts.gev_version.0, opts.gev_version.1),
         stream_source_port = stream_port,
-        "virtual camera up: GVCP on {ip}:3956, GVSP from {ip}:{stream_port}"
+        "virtual camera up: GVCP on {ip}:{}, GVSP from {ip}:{stream_port}{}",
+        opts.gvcp_port,
+        if opts.roce { format!(", ORSP (RoCEv2) on {ip}:{}", opts.roce_port) } else { String::new() }
     );
 
     let t0 = StdInstant::now();
@@ -124,6 +154,8 @@ pub fn run(opts: RunOptions) -> Result<()> {
     let mut rx = vec![0u8; 2048];
     let mut tx = vec![0u8; 2048];
     let mut pkt = vec![0u8; 9216];
+    let mut roce_rx = vec![0u8; 65536];
+    let mut roce_tx = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
             break;
@@ -141,7 +173,7 @@ pub fn run(opts: RunOptions) -> Result<()> {
                         {
                             continue;
                         }
-                        if let Some(reply) = dev.handle_gvcp(now(), src, datagram, &mut tx) {
+                        if let Some(reply) = cam.handle_gvcp(now(), src, datagram, &mut tx) {
                             if let Err(e) = control.send_to(&tx[..reply.len], src) {
                                 warn!(%src, "GVCP reply failed: {e}");
                             }
@@ -156,13 +188,31 @@ pub fn run(opts: RunOptions) -> Result<()> {
                 }
             }
         }
-        while let Some(ev) = dev.poll_event() {
+        cam.handle_timeout(now());
+        for ev in cam.take_events() {
             log_event(&ev);
         }
-        dev.handle_timeout(now());
+        if let Some(r) = roce.as_mut() {
+            for _ in 0..4096 {
+                let Some((src, dst, ib)) = r.recv(&mut roce_rx) else {
+                    break;
+                };
+                busy = true;
+                cam.handle_ib(now(), src, dst, 0, ib);
+            }
+            for _ in 0..1024 {
+                let Some(n) = cam.poll_transmit(now(), &mut roce_tx) else {
+                    break;
+                };
+                busy = true;
+                if let Err(e) = r.send(&roce_tx[..n]) {
+                    warn!("RoCEv2 send failed: {e}");
+                }
+            }
+        }
         // Stream: send what is due, a bounded batch so GVCP stays responsive.
         for _ in 0..256 {
-            let Some(p) = dev.poll_stream(now(), &mut source, &mut pkt) else {
+            let Some(p) = cam.poll_gvsp(now(), &mut pkt) else {
                 break;
             };
             busy = true;
@@ -173,7 +223,7 @@ pub fn run(opts: RunOptions) -> Result<()> {
             }
         }
         if !busy {
-            let wait = dev
+            let wait = cam
                 .poll_timeout()
                 .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
                 .unwrap_or(Duration::from_millis(1))
@@ -185,8 +235,17 @@ pub fn run(opts: RunOptions) -> Result<()> {
             }
         }
     }
-    let s = dev.stream_counters();
-    let g = dev.gvcp_counters();
+    let s = cam.device().stream_counters();
+    let g = cam.device().gvcp_counters();
+    if let Some(rc) = cam.rc_counters() {
+        info!(
+            packets = rc.packets_sent,
+            retransmitted = rc.retransmitted_packets,
+            seq_naks = rc.seq_naks,
+            timeouts = rc.timeouts,
+            "ORSP transport"
+        );
+    }
     info!(
         frames = s.frames_sent,
         packets = s.packets_sent,
@@ -212,7 +271,7 @@ fn log_event(ev: &DeviceEvent) {
         DeviceEvent::OrspConnect(p) => info!(
             host_qpn = p.host_qpn,
             pmtu = p.pmtu.bytes(),
-            "ORSP connect requested; this transport streams GVSP only"
+            "ORSP connected"
         ),
         DeviceEvent::OrspDisconnected => info!("ORSP disconnected"),
         DeviceEvent::ForceIp {

@@ -6,5 +6,7 @@
 //!   a soft host, for tests that control every packet and microsecond.
 
 pub mod host;
+pub mod net;
+pub mod run;
 pub mod sim;
 pub mod soft;

@@ -1,0 +1,106 @@
+//! `rdmacam demo`: a virtual camera and the reference host on loopback, streaming ORSP (RoCEv2
+//! RDMA WRITEs over UDP sockets) with every frame checked. No root, no RDMA hardware.
+//!
+//! Ports (chosen to stay clear of real cameras on 3956 and RDMA NICs on 4791): GVCP 39560,
+//! camera RoCEv2 47910, host RoCEv2 47911, all on 127.0.0.1.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rdmacam_hil::host::Summary;
+use rdmacam_hil::run::{HostOptions, run_host};
+use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::gev::PixelFormat;
+
+use crate::run::{RunOptions, run};
+
+/// GVCP port of the demo camera.
+pub const DEMO_GVCP_PORT: u16 = 39560;
+/// RoCEv2 port of the demo camera.
+pub const DEMO_CAMERA_ROCE_PORT: u16 = 47910;
+/// RoCEv2 port of the demo host.
+pub const DEMO_HOST_ROCE_PORT: u16 = 47911;
+
+/// Demo settings.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Image width.
+    pub width: u32,
+    /// Image height.
+    pub height: u32,
+    /// Pixel format.
+    pub pixel_format: PixelFormat,
+    /// Frames to stream.
+    pub frames: u64,
+    /// Frame rate.
+    pub fps: f32,
+    /// Probability of dropping each RoCEv2 packet, both directions.
+    pub loss: f64,
+    /// Seed for loss and noise.
+    pub seed: u64,
+    /// Host frame buffers.
+    pub buffers: u32,
+    /// Live statistics on stderr.
+    pub progress: bool,
+}
+
+/// Run the demo and return the host's summary.
+pub fn demo(o: &DemoOptions) -> Result<Summary> {
+    let ip = Ipv4Addr::LOCALHOST;
+    let stop_camera = Arc::new(AtomicBool::new(false));
+    let cam_opts = RunOptions {
+        ip,
+        width: o.width,
+        height: o.height,
+        pixel_format: o.pixel_format,
+        pattern: Pattern::Gradient,
+        fps: o.fps,
+        serial: "DEMO0001".into(),
+        gev_version: (2, 2),
+        seed: o.seed,
+        duration: None,
+        link_mbps: 10_000,
+        first_frame_mbps: 0,
+        roce: true,
+        roce_port: DEMO_CAMERA_ROCE_PORT,
+        host_roce_port: DEMO_HOST_ROCE_PORT,
+        gvcp_port: DEMO_GVCP_PORT,
+        loss: o.loss,
+    };
+    let camera = {
+        let stop = stop_camera.clone();
+        std::thread::Builder::new()
+            .name("camera".into())
+            .spawn(move || run(cam_opts, stop))
+            .context("cannot start the camera thread")?
+    };
+    // wait for the camera's sockets (its errors, e.g. a port in use, surface here)
+    std::thread::sleep(Duration::from_millis(200));
+    if camera.is_finished() {
+        return match camera.join() {
+            Ok(Err(e)) => Err(e.context("the demo camera did not start")),
+            _ => Err(anyhow::anyhow!("the demo camera stopped at once")),
+        };
+    }
+    let host = HostOptions {
+        camera: ip,
+        gvcp_port: DEMO_GVCP_PORT,
+        local: ip,
+        rx_port: DEMO_HOST_ROCE_PORT,
+        camera_rx_port: DEMO_CAMERA_ROCE_PORT,
+        buffers: o.buffers,
+        frames: Some(o.frames),
+        duration: None,
+        loss: o.loss,
+        seed: o.seed,
+        fps: Some(o.fps),
+        progress: o.progress,
+    };
+    let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
+    stop_camera.store(true, Ordering::SeqCst);
+    let _ = camera.join();
+    result
+}

@@ -1,0 +1,92 @@
+//! `rdmacam-host`: the reference ORSP host (soft mode: RoCEv2 on a UDP socket, no RDMA NIC).
+
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::Parser;
+use rdmacam_hil::run::{HostOptions, run_host};
+
+/// Connect to an rdmacam camera over ORSP, receive and check frames, print statistics.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The camera's IP.
+    #[arg(long)]
+    camera: Ipv4Addr,
+    /// This host's IP (must be on the camera's network).
+    #[arg(long)]
+    local: Ipv4Addr,
+    /// The camera's GVCP port.
+    #[arg(long, default_value_t = 3956)]
+    gvcp_port: u16,
+    /// UDP port this host receives RoCEv2 on.
+    #[arg(long, default_value_t = 4791)]
+    rx_port: u16,
+    /// UDP port the camera receives RoCEv2 on.
+    #[arg(long, default_value_t = 4791)]
+    camera_rx_port: u16,
+    /// Frame buffers to announce.
+    #[arg(long, default_value_t = 16)]
+    buffers: u32,
+    /// Frames to receive (MultiFrame); default: until --duration or Ctrl-C.
+    #[arg(long)]
+    frames: Option<u64>,
+    /// Seconds to stream when --frames is not given.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Frame rate to ask the camera for.
+    #[arg(long)]
+    fps: Option<f32>,
+    /// Seed the camera's Noise pattern uses.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print a one-line JSON summary as the last line on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::SeqCst));
+    }
+    let o = HostOptions {
+        camera: a.camera,
+        gvcp_port: a.gvcp_port,
+        local: a.local,
+        rx_port: a.rx_port,
+        camera_rx_port: a.camera_rx_port,
+        buffers: a.buffers,
+        frames: a.frames,
+        duration: a
+            .duration
+            .map(Duration::from_secs_f64)
+            .or(a.frames.is_none().then(|| Duration::from_secs(10))),
+        loss: 0.0,
+        seed: a.seed,
+        fps: a.fps,
+        progress: true,
+    };
+    match run_host(&o, &stop) {
+        Ok(s) => {
+            eprintln!("{}", s.line());
+            if a.json {
+                println!("{}", serde_json::to_string(&s).expect("serialisable"));
+            }
+            if s.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("rdmacam-host: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

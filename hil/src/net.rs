@@ -1,0 +1,235 @@
+//! Sockets: RoCEv2 over plain UDP (no privilege), and a GVCP client.
+//!
+//! RoCEv2 rule (`design/ORSP.md` §12): the ICRC covers the IPv4 identification, so packets go
+//! out of an *unconnected* UDP socket with `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, for which Linux
+//! sends identification 0 (measured in the rxe lab). Received packets arrive without their IP
+//! header, so their ICRC cannot be checked here.
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant as StdInstant};
+
+use rand::{Rng, SeedableRng};
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// A RoCEv2 endpoint on UDP: a receive socket on the RoCE port and an unconnected send socket
+/// on the QP's source port.
+#[derive(Debug)]
+pub struct RoceSocket {
+    rx: UdpSocket,
+    tx: UdpSocket,
+    local: Ipv4Addr,
+    loss: f64,
+    rng: rand::rngs::StdRng,
+    /// Packets dropped on purpose (`--loss`).
+    pub dropped: u64,
+}
+
+fn bind(addr: SocketAddrV4, buf: usize) -> std::io::Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = s.set_recv_buffer_size(buf);
+    let _ = s.set_send_buffer_size(buf);
+    s.bind(&SocketAddr::V4(addr).into())?;
+    Ok(s.into())
+}
+
+/// Set `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, so Linux sends IPv4 identification 0 and sets DF.
+fn pmtudisc_do(s: &UdpSocket) -> std::io::Result<()> {
+    let v: libc::c_int = libc::IP_PMTUDISC_DO;
+    // SAFETY: setsockopt on a valid, owned socket fd with a pointer to a live c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+impl RoceSocket {
+    /// Bind `local:rx_port` for receiving and `local:tx_port` for sending. `loss` (0..1) drops
+    /// that share of outgoing packets, reproducibly from `seed`.
+    pub fn bind(
+        local: Ipv4Addr,
+        rx_port: u16,
+        tx_port: u16,
+        loss: f64,
+        seed: u64,
+    ) -> std::io::Result<Self> {
+        let rx = bind(SocketAddrV4::new(local, rx_port), 16 << 20).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot bind RoCEv2 port {local}:{rx_port}: {e} (is it taken, or not a local address?)"))
+        })?;
+        let tx = bind(SocketAddrV4::new(local, tx_port), 16 << 20).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot bind RoCEv2 source port {local}:{tx_port}: {e}"),
+            )
+        })?;
+        pmtudisc_do(&tx)?;
+        rx.set_nonblocking(true)?;
+        Ok(RoceSocket {
+            rx,
+            tx,
+            local,
+            loss,
+            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            dropped: 0,
+        })
+    }
+
+    /// The port packets leave from (put it in the QP's `Path::src_port`: the ICRC covers it).
+    pub fn tx_port(&self) -> u16 {
+        self.tx.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Send a whole IPv4 RoCEv2 packet: the kernel writes the IP and UDP headers again, with
+    /// the same values (identification 0, DF), so only the UDP payload is handed over.
+    pub fn send(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
+        if ip_packet.len() < 28 || ip_packet[0] != 0x45 {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                "not an IPv4 RoCEv2 packet",
+            ));
+        }
+        if self.loss > 0.0 && self.rng.random_bool(self.loss) {
+            self.dropped += 1;
+            return Ok(());
+        }
+        let dst = Ipv4Addr::new(ip_packet[16], ip_packet[17], ip_packet[18], ip_packet[19]);
+        let port = u16::from_be_bytes([ip_packet[22], ip_packet[23]]);
+        loop {
+            match self
+                .tx
+                .send_to(&ip_packet[28..], SocketAddrV4::new(dst, port))
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
+    pub fn recv<'a>(&self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
+        match self.rx.recv_from(buf) {
+            Ok((n, SocketAddr::V4(src))) => {
+                Some((IpAddr::V4(*src.ip()), IpAddr::V4(self.local), &buf[..n]))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A GVCP client: commands to a camera with retries, as a host SDK sends them.
+#[derive(Debug)]
+pub struct GvcpClient {
+    sock: UdpSocket,
+    camera: SocketAddrV4,
+    req: u16,
+}
+
+/// A GVCP failure.
+#[derive(Debug)]
+pub enum GvcpError {
+    /// No answer after the retries.
+    Timeout,
+    /// The camera answered with an error status.
+    Status(u16),
+    /// Socket error.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for GvcpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GvcpError::Timeout => f.write_str("no GVCP answer from the camera"),
+            GvcpError::Status(s) => write!(f, "camera answered GVCP status {s:#06x}"),
+            GvcpError::Io(e) => write!(f, "GVCP socket: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for GvcpError {}
+
+impl GvcpClient {
+    /// A client bound to `local` talking to `camera`.
+    pub fn new(local: Ipv4Addr, camera: SocketAddrV4) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind(SocketAddrV4::new(local, 0))?;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        Ok(GvcpClient {
+            sock,
+            camera,
+            req: 0,
+        })
+    }
+
+    fn next_req(&mut self) -> u16 {
+        self.req = self.req.wrapping_add(1).max(1);
+        self.req
+    }
+
+    /// Send a command and wait for its acknowledge (5 tries); returns the ack payload.
+    pub fn command(&mut self, command: u16, payload: &[u8]) -> Result<Vec<u8>, GvcpError> {
+        let id = self.next_req();
+        let mut c = vec![0x42, 0x01];
+        c.extend_from_slice(&command.to_be_bytes());
+        c.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        c.extend_from_slice(&id.to_be_bytes());
+        c.extend_from_slice(payload);
+        let mut buf = [0u8; 1024];
+        for _ in 0..5 {
+            self.sock.send_to(&c, self.camera).map_err(GvcpError::Io)?;
+            let t0 = StdInstant::now();
+            while t0.elapsed() < Duration::from_millis(200) {
+                let Ok((n, _)) = self.sock.recv_from(&mut buf) else {
+                    break;
+                };
+                if n >= 8 && u16::from_be_bytes([buf[6], buf[7]]) == id {
+                    let status = u16::from_be_bytes([buf[0], buf[1]]);
+                    if status != 0 {
+                        return Err(GvcpError::Status(status));
+                    }
+                    return Ok(buf[8..n].to_vec());
+                }
+            }
+        }
+        Err(GvcpError::Timeout)
+    }
+
+    /// READREG.
+    pub fn read(&mut self, addr: u32) -> Result<u32, GvcpError> {
+        let p = self.command(0x80, &addr.to_be_bytes())?;
+        Ok(u32::from_be_bytes(
+            p.get(..4).ok_or(GvcpError::Timeout)?.try_into().expect("4"),
+        ))
+    }
+
+    /// WRITEREG.
+    pub fn write(&mut self, addr: u32, v: u32) -> Result<(), GvcpError> {
+        let mut p = addr.to_be_bytes().to_vec();
+        p.extend_from_slice(&v.to_be_bytes());
+        self.command(0x82, &p).map(|_| ())
+    }
+
+    /// A heartbeat without waiting: READREG of CCP, answer ignored.
+    pub fn heartbeat(&mut self) {
+        let id = self.next_req();
+        let mut c = vec![0x42, 0x01, 0x00, 0x80, 0x00, 0x04];
+        c.extend_from_slice(&id.to_be_bytes());
+        c.extend_from_slice(&0x0a00u32.to_be_bytes());
+        let _ = self.sock.send_to(&c, self.camera);
+        let mut buf = [0u8; 64];
+        let _ = self.sock.set_nonblocking(true);
+        while self.sock.recv_from(&mut buf).is_ok() {}
+        let _ = self.sock.set_nonblocking(false);
+    }
+}

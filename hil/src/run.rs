@@ -1,0 +1,224 @@
+//! The reference host on sockets: GVCP register exchange (`design/ORSP.md` §3), then the
+//! [`OrspHost`] data plane on a UDP RoCEv2 socket. Used by `rdmacam-host` and `rdmacam demo`.
+
+use std::io::IsTerminal;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::regs;
+use rdmacam_protocol::orsp::regs as oregs;
+use rdmacam_protocol::rc::Instant;
+use rdmacam_protocol::wire::pmtu::Pmtu;
+
+use crate::host::{HostConfig, OrspHost, Summary};
+use crate::net::{GvcpClient, RoceSocket};
+
+/// What the host does.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// The camera's IP.
+    pub camera: Ipv4Addr,
+    /// The camera's GVCP port (3956).
+    pub gvcp_port: u16,
+    /// This host's IP.
+    pub local: Ipv4Addr,
+    /// UDP port this host receives RoCEv2 on (4791 unless it would collide).
+    pub rx_port: u16,
+    /// UDP port the camera receives RoCEv2 on.
+    pub camera_rx_port: u16,
+    /// Frame buffers to announce.
+    pub buffers: u32,
+    /// Stop after this many frames (MultiFrame); None = until `duration` or stop.
+    pub frames: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Drop this share of the host's outgoing RoCEv2 packets (tests).
+    pub loss: f64,
+    /// Seed for the loss and for checking the Noise pattern.
+    pub seed: u64,
+    /// Frame rate to ask for.
+    pub fps: Option<f32>,
+    /// Print live statistics on stderr.
+    pub progress: bool,
+}
+
+fn pump(
+    host: &mut OrspHost,
+    roce: &mut RoceSocket,
+    t0: StdInstant,
+    rx: &mut [u8],
+    tx: &mut Vec<u8>,
+) -> Result<bool> {
+    let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
+    let mut busy = false;
+    for _ in 0..4096 {
+        let Some((src, dst, ib)) = roce.recv(rx) else {
+            break;
+        };
+        busy = true;
+        host.handle_ib(now(), src, dst, 0, ib);
+    }
+    host.handle_timeout(now());
+    while let Some(n) = host.poll_transmit(now(), tx) {
+        roce.send(&tx[..n])?;
+        busy = true;
+    }
+    Ok(busy)
+}
+
+/// Connect to the camera over ORSP, stream, check every frame, and summarise.
+pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
+    let camera = SocketAddrV4::new(o.camera, o.gvcp_port);
+    let mut gvcp = GvcpClient::new(o.local, camera).context("GVCP socket")?;
+    gvcp.command(0x0002, &[])
+        .with_context(|| format!("no camera answered discovery at {camera}"))?;
+    gvcp.write(regs::CCP, 2)
+        .context("could not take control of the camera (another host has it?)")?;
+    let payload = gvcp.read(regs::PAYLOAD_SIZE)? as usize;
+    let pattern = Pattern::from_u32(gvcp.read(regs::TEST_PATTERN)?).unwrap_or(Pattern::Gradient);
+    let major = gvcp.read(oregs::BASE + oregs::ORSP_VERSION)? >> 16;
+    if major != 1 {
+        bail!("camera speaks ORSP {major}, this host speaks 1");
+    }
+    if let Some(fps) = o.fps {
+        gvcp.write(regs::FRAME_RATE, fps.to_bits())?;
+    }
+    let mut roce = RoceSocket::bind(o.local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+    let host_qpn = 0x000200 | (std::process::id() & 0xff);
+    let host_psn = (std::process::id().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
+    let mut host = OrspHost::new(HostConfig {
+        host_ip: o.local,
+        camera_ip: o.camera,
+        host_qpn,
+        host_sq_psn: host_psn,
+        buffers: o.buffers,
+        buffer_size: payload,
+        tx_port: roce.tx_port(),
+        camera_rx_port: o.camera_rx_port,
+        seed: o.seed,
+        pattern,
+        requeue: true,
+    });
+    gvcp.write(regs::SCDA0, u32::from(o.local))?;
+    gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
+    gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
+    gvcp.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu4096 as u32)?;
+    let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
+    let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;
+    host.connect(dqpn, dpsn, Pmtu::Mtu4096);
+    gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_CONNECT)
+        .context("camera refused CONNECT")?;
+    let t0 = StdInstant::now();
+    let (mut rx, mut tx) = (vec![0u8; 65536], Vec::new());
+    while host.stats().hello.is_none() {
+        if t0.elapsed() > Duration::from_secs(1) {
+            bail!(
+                "no HELLO from the camera within 1 s: is its RoCEv2 port {} reachable from {}?",
+                o.camera_rx_port,
+                o.local
+            );
+        }
+        if !pump(&mut host, &mut roce, t0, &mut rx, &mut tx)? {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    host.announce();
+    match o.frames {
+        Some(n) => {
+            gvcp.write(regs::ACQUISITION_MODE, 2)?;
+            gvcp.write(regs::FRAME_COUNT, n as u32)?;
+        }
+        None => gvcp.write(regs::ACQUISITION_MODE, 0)?,
+    }
+    gvcp.write(regs::ACQUISITION_COMMAND, 1)?;
+    let start = StdInstant::now();
+    let (mut last_beat, mut last_print) = (start, start);
+    let terminal = std::io::stderr().is_terminal();
+    let mut stopping = false;
+    while host.stats().stream_end.is_none() {
+        if !stopping
+            && (stop.load(Ordering::SeqCst) || o.duration.is_some_and(|d| start.elapsed() >= d))
+        {
+            gvcp.write(regs::ACQUISITION_COMMAND, 0)?;
+            stopping = true;
+        }
+        if stopping && start.elapsed() > o.duration.unwrap_or_default() + Duration::from_secs(5) {
+            bail!("camera did not end the stream after AcquisitionStop");
+        }
+        if !pump(&mut host, &mut roce, t0, &mut rx, &mut tx)? {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if last_beat.elapsed() > Duration::from_millis(500) {
+            gvcp.heartbeat();
+            last_beat = StdInstant::now();
+        }
+        if o.progress && last_print.elapsed() > Duration::from_secs(1) {
+            let s = host.stats();
+            let secs = start.elapsed().as_secs_f64();
+            let line = format!(
+                "{} frames ({} bad, {} dropped) {:.1} frames/s {:.2} Gbit/s",
+                s.good + s.bad,
+                s.bad,
+                s.dropped,
+                (s.good + s.bad) as f64 / secs,
+                s.bytes as f64 * 8.0 / secs / 1e9
+            );
+            if terminal {
+                eprint!("\r{line}   ");
+            } else {
+                eprintln!("{line}");
+            }
+            last_print = StdInstant::now();
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    if o.progress && terminal {
+        eprintln!();
+    }
+    // settle the last ACKs, then read the camera's view
+    for _ in 0..20 {
+        pump(&mut host, &mut roce, t0, &mut rx, &mut tx)?;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
+    let _ = gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_DISCONNECT);
+    let _ = gvcp.write(regs::CCP, 0);
+    let s = host.stats();
+    let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
+    let received = s.good + s.bad;
+    Ok(Summary {
+        frames_expected: o.frames.unwrap_or(last_block),
+        frames_received: received,
+        frames_bad: s.bad,
+        frames_dropped: u64::from(camera_dropped).max(s.dropped),
+        bytes_received: s.bytes,
+        retransmitted_packets: u64::from(retransmitted),
+        gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
+        seconds,
+    })
+}
+
+impl Summary {
+    /// Whether every frame arrived good or was reported dropped by the camera.
+    pub fn ok(&self) -> bool {
+        self.frames_bad == 0 && self.frames_received + self.frames_dropped >= self.frames_expected
+    }
+
+    /// One human line.
+    pub fn line(&self) -> String {
+        format!(
+            "{} of {} frames received, {} bad, {} dropped by the camera, {:.2} Gbit/s over {:.2} s, {} packets retransmitted",
+            self.frames_received,
+            self.frames_expected,
+            self.frames_bad,
+            self.frames_dropped,
+            self.gbit_per_s,
+            self.seconds,
+            self.retransmitted_packets
+        )
+    }
+}
