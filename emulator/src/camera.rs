@@ -23,7 +23,7 @@ type Qp = QueuePair<512, 512, 32, 1>;
 /// Where the camera's RoCEv2 traffic goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RocePorts {
-    /// UDP port the camera sends from (its QP's source port).
+    /// UDP port the camera sends from; 0 = its QP's entropy port (`udp_source_port`).
     pub camera_tx: u16,
     /// UDP port the host listens on for RoCEv2 (4791 normally).
     pub host_rx: u16,

@@ -69,6 +69,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         host_roce_port: DEMO_HOST_ROCE_PORT,
         gvcp_port: DEMO_GVCP_PORT,
         loss: o.loss,
+        pcap: None,
     };
     let camera = {
         let stop = stop_camera.clone();

@@ -133,6 +133,10 @@ struct RunArgs {
     /// GVCP port.
     #[arg(long, default_value_t = 3956)]
     gvcp_port: u16,
+    /// Write every RoCEv2 packet sent and received to this pcapng file (received ones with their
+    /// IP/UDP header reconstructed, marked in a packet comment).
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
 }
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
@@ -229,6 +233,7 @@ fn main() -> ExitCode {
                 host_roce_port: a.host_roce_port,
                 gvcp_port: a.gvcp_port,
                 loss: 0.0,
+                pcap: a.pcap,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub gvcp_port: u16,
     /// Drop this share of outgoing RoCEv2 packets (reproducible from `seed`).
     pub loss: f64,
+    /// Write every RoCEv2 packet sent and received to this pcapng file.
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -102,13 +104,12 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         )
     })?;
     let mut roce = if opts.roce {
-        Some(RoceSocket::bind(
-            ip,
-            opts.roce_port,
-            0,
-            opts.loss,
-            opts.seed ^ 0xca11,
-        )?)
+        let mut r = RoceSocket::bind(ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
+        if let Some(p) = &opts.pcap {
+            r.capture_to(p)
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        Some(r)
     } else {
         None
     };
@@ -135,7 +136,8 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     cfg.link_speed_mbps = opts.link_mbps;
     cfg.first_frame_mbps = opts.first_frame_mbps;
     let ports = RocePorts {
-        camera_tx: roce.as_ref().map_or(0, |r| r.tx_port()),
+        camera_tx: 0, // the QP's entropy port; the socket rebinds to it
+
         host_rx: opts.host_roce_port,
     };
     let mut cam = CameraCore::new(Device::new(cfg), opts.seed, ports);

@@ -11,7 +11,12 @@ fn demo(args: &[&str]) -> (i32, serde_json::Value, String) {
         .expect("run rdmacam demo");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let last = stdout.lines().last().unwrap_or_default().to_string();
-    let json = serde_json::from_str(&last).unwrap_or_else(|e| panic!("last stdout line is not JSON ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let json = serde_json::from_str(&last).unwrap_or_else(|e| {
+        panic!(
+            "last stdout line is not JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     (out.status.code().unwrap_or(-1), json, stdout)
 }
 
@@ -20,24 +25,145 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     // one test at a time: both use the demo's fixed ports
     let (code, s, text) = demo(&["--frames", "60", "--width", "640", "--height", "480"]);
     assert_eq!(code, 0, "{text}");
-    for key in ["frames_expected", "frames_received", "frames_bad", "frames_dropped", "bytes_received", "retransmitted_packets", "gbit_per_s", "seconds"] {
+    for key in [
+        "frames_expected",
+        "frames_received",
+        "frames_bad",
+        "frames_dropped",
+        "bytes_received",
+        "retransmitted_packets",
+        "gbit_per_s",
+        "seconds",
+    ] {
         assert!(s.get(key).is_some(), "summary lacks {key}: {s}");
     }
-    assert_eq!((s["frames_expected"].as_u64(), s["frames_received"].as_u64(), s["frames_bad"].as_u64()), (Some(60), Some(60), Some(0)));
+    assert_eq!(
+        (
+            s["frames_expected"].as_u64(),
+            s["frames_received"].as_u64(),
+            s["frames_bad"].as_u64()
+        ),
+        (Some(60), Some(60), Some(0))
+    );
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480));
-    assert!(text.lines().next().unwrap().starts_with("60 of 60 frames received, 0 bad"), "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .starts_with("60 of 60 frames received, 0 bad"),
+        "{text}"
+    );
 
     // 1 % loss both ways: every frame still arrives, through retransmission
-    let (code, s, text) = demo(&["--frames", "60", "--width", "640", "--height", "480", "--pixel-format", "Mono16", "--loss", "0.01", "--seed", "3"]);
+    let (code, s, text) = demo(&[
+        "--frames",
+        "60",
+        "--width",
+        "640",
+        "--height",
+        "480",
+        "--pixel-format",
+        "Mono16",
+        "--loss",
+        "0.01",
+        "--seed",
+        "3",
+    ]);
     assert_eq!(code, 0, "{text}");
-    assert_eq!((s["frames_received"].as_u64(), s["frames_bad"].as_u64()), (Some(60), Some(0)));
+    assert_eq!(
+        (s["frames_received"].as_u64(), s["frames_bad"].as_u64()),
+        (Some(60), Some(0))
+    );
     assert!(s["retransmitted_packets"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480 * 2));
 }
 
 #[test]
 fn demo_rejects_a_bad_loss_probability() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam")).args(["demo", "--loss", "1.5"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args(["demo", "--loss", "1.5"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--loss must be in 0..1"));
+}
+
+/// `rdmacam run --transport udp --pcap`: the reference host (in process) streams from the camera
+/// binary; every packet in the capture, sent or received, has a good ICRC, and the received ones
+/// are marked as reconstructed.
+#[test]
+fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("cam.pcapng");
+    let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args([
+            "run",
+            "--transport",
+            "udp",
+            "--ip",
+            "127.0.0.1",
+            "--gvcp-port",
+            "39580",
+            "--roce-port",
+            "47930",
+            "--host-roce-port",
+            "47931",
+            "--width",
+            "320",
+            "--height",
+            "240",
+            "--fps",
+            "50",
+            "--duration",
+            "20",
+            "--pcap",
+        ])
+        .arg(&pcap)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = rdmacam_hil::run::HostOptions {
+        camera: std::net::Ipv4Addr::LOCALHOST,
+        gvcp_port: 39580,
+        local: std::net::Ipv4Addr::LOCALHOST,
+        rx_port: 47931,
+        camera_rx_port: 47930,
+        buffers: 8,
+        frames: Some(20),
+        duration: None,
+        loss: 0.0,
+        seed: 1,
+        fps: None,
+        progress: false,
+    };
+    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false))).unwrap();
+    // Ctrl-C: the camera stops cleanly and flushes its capture
+    Command::new("kill")
+        .args(["-INT", &cam.id().to_string()])
+        .status()
+        .unwrap();
+    let status = cam.wait().unwrap();
+    assert!(status.success(), "camera exit after SIGINT: {status:?}");
+    assert!(s.ok(), "{s:?}");
+    assert_eq!((s.frames_received, s.frames_bad), (20, 0));
+    for port in ["47931", "47930"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+            .args(["inspect", "--port", port])
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        let summary = text.lines().last().unwrap();
+        assert!(!summary.starts_with("summary: 0 RoCE"), "{summary}");
+        assert!(summary.contains(" 0 with a bad ICRC"), "{summary}");
+    }
+    let bytes = std::fs::read(&pcap).unwrap();
+    assert!(
+        bytes.windows(24).any(|w| w == b"received on a UDP socket"),
+        "received packets are marked"
+    );
 }

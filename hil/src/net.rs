@@ -14,17 +14,57 @@ use rand::{Rng, SeedableRng};
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// A RoCEv2 endpoint on UDP: a receive socket on the RoCE port and an unconnected send socket
-/// on the QP's source port.
-#[derive(Debug)]
+/// on the QP's source port (rebound to whatever source port the packets carry, since the ICRC
+/// covers it: the QP's entropy port).
 pub struct RoceSocket {
     rx: UdpSocket,
+    rx_port: u16,
     tx: UdpSocket,
+    tx_port: u16,
     local: Ipv4Addr,
     loss: f64,
     rng: rand::rngs::StdRng,
+    capture: Option<Capture>,
     /// Packets dropped on purpose (`--loss`).
     pub dropped: u64,
 }
+
+impl std::fmt::Debug for RoceSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoceSocket")
+            .field("local", &self.local)
+            .field("rx_port", &self.rx_port)
+            .field("tx_port", &self.tx_port)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A pcapng capture of a socket's RoCEv2 traffic (link type raw IPv4).
+struct Capture {
+    w: pcap_file::pcapng::PcapNgWriter<std::io::BufWriter<std::fs::File>>,
+    t0: StdInstant,
+}
+
+impl Capture {
+    fn write(&mut self, packet: &[u8], comment: Option<&'static str>) {
+        use pcap_file::pcapng::blocks::enhanced_packet::{
+            EnhancedPacketBlock, EnhancedPacketOption,
+        };
+        let options = comment
+            .map(|c| vec![EnhancedPacketOption::Comment(std::borrow::Cow::Borrowed(c))])
+            .unwrap_or_default();
+        let _ = self.w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: self.t0.elapsed(),
+            original_len: packet.len() as u32,
+            data: std::borrow::Cow::Borrowed(packet),
+            options,
+        });
+    }
+}
+
+/// Comment on received packets in a capture.
+pub const RECONSTRUCTED: &str = "received on a UDP socket: IPv4/UDP header reconstructed by rdmacam (identification 0 assumed, TTL/TOS unknown)";
 
 fn bind(addr: SocketAddrV4, buf: usize) -> std::io::Result<UdpSocket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
@@ -75,19 +115,58 @@ impl RoceSocket {
         })?;
         pmtudisc_do(&tx)?;
         rx.set_nonblocking(true)?;
+        let tx_port = tx.local_addr()?.port();
         Ok(RoceSocket {
             rx,
+            rx_port,
             tx,
+            tx_port,
             local,
             loss,
             rng: rand::rngs::StdRng::seed_from_u64(seed),
+            capture: None,
             dropped: 0,
         })
     }
 
-    /// The port packets leave from (put it in the QP's `Path::src_port`: the ICRC covers it).
+    /// Write every packet sent and received to a pcapng file at `path`.
+    pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        let f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let mut w = pcap_file::pcapng::PcapNgWriter::new(f).map_err(std::io::Error::other)?;
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: pcap_file::DataLink::IPV4,
+            snaplen: 0,
+            options: vec![],
+        })
+        .map_err(std::io::Error::other)?;
+        self.capture = Some(Capture {
+            w,
+            t0: StdInstant::now(),
+        });
+        Ok(())
+    }
+
+    /// The port packets leave from when they do not name one (`Path::src_port` 0 means the
+    /// QP's entropy port, to which the socket rebinds on the first packet).
     pub fn tx_port(&self) -> u16 {
-        self.tx.local_addr().map(|a| a.port()).unwrap_or(0)
+        self.tx_port
+    }
+
+    fn rebind_tx(&mut self, port: u16) -> std::io::Result<()> {
+        let tx = bind(SocketAddrV4::new(self.local, port), 16 << 20).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot send from the QP's UDP port {}:{port}: {e}",
+                    self.local
+                ),
+            )
+        })?;
+        pmtudisc_do(&tx)?;
+        self.tx = tx;
+        self.tx_port = port;
+        Ok(())
     }
 
     /// Send a whole IPv4 RoCEv2 packet: the kernel writes the IP and UDP headers again, with
@@ -98,6 +177,13 @@ impl RoceSocket {
                 ErrorKind::InvalidInput,
                 "not an IPv4 RoCEv2 packet",
             ));
+        }
+        let src_port = u16::from_be_bytes([ip_packet[20], ip_packet[21]]);
+        if src_port != self.tx_port {
+            self.rebind_tx(src_port)?;
+        }
+        if let Some(c) = self.capture.as_mut() {
+            c.write(ip_packet, None);
         }
         if self.loss > 0.0 && self.rng.random_bool(self.loss) {
             self.dropped += 1;
@@ -119,9 +205,13 @@ impl RoceSocket {
     }
 
     /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
-    pub fn recv<'a>(&self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
+    pub fn recv<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
         match self.rx.recv_from(buf) {
             Ok((n, SocketAddr::V4(src))) => {
+                if let Some(c) = self.capture.as_mut() {
+                    let p = reconstruct(*src.ip(), src.port(), self.local, self.rx_port, &buf[..n]);
+                    c.write(&p, Some(RECONSTRUCTED));
+                }
                 Some((IpAddr::V4(*src.ip()), IpAddr::V4(self.local), &buf[..n]))
             }
             _ => None,
@@ -232,4 +322,25 @@ impl GvcpClient {
         while self.sock.recv_from(&mut buf).is_ok() {}
         let _ = self.sock.set_nonblocking(false);
     }
+}
+
+/// The IPv4 and UDP headers a received datagram most likely had (identification 0 and DF, as
+/// RoCEv2 senders that follow the project's rule send; checksum 0).
+fn reconstruct(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 28];
+    let total = (28 + payload.len()) as u16;
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[6] = 0x40;
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src.octets());
+    p[16..20].copy_from_slice(&dst.octets());
+    let c = rdmacam_protocol::wire::ipv4::checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p.extend_from_slice(payload);
+    p
 }

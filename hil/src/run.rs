@@ -97,6 +97,8 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         host_sq_psn: host_psn,
         buffers: o.buffers,
         buffer_size: payload,
+        // its own bound port: the QP pair's entropy port is symmetric in the two QPNs, so on one
+        // loopback address it is the camera's already
         tx_port: roce.tx_port(),
         camera_rx_port: o.camera_rx_port,
         seed: o.seed,
