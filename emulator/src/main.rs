@@ -181,17 +181,7 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
         progress: true,
     };
     match rdmacam::demo::demo(&o) {
-        Ok(s) => {
-            println!("{}", s.line());
-            if a.json {
-                println!("{}", serde_json::to_string(&s).expect("serialisable"));
-            }
-            if s.ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        Ok(s) => s.report(a.json),
         Err(e) => {
             eprintln!("rdmacam demo: {e:#}");
             ExitCode::from(2)

@@ -210,6 +210,20 @@ impl Summary {
         self.frames_bad == 0 && self.frames_received + self.frames_dropped >= self.frames_expected
     }
 
+    /// Print the human line and, with `json`, the JSON line after it (both stdout); the exit code
+    /// the contract gives: 0 all good, 1 a frame bad or missing.
+    pub fn report(&self, json: bool) -> std::process::ExitCode {
+        println!("{}", self.line());
+        if json {
+            println!("{}", serde_json::to_string(self).expect("serialisable"));
+        }
+        if self.ok() {
+            std::process::ExitCode::SUCCESS
+        } else {
+            std::process::ExitCode::from(1)
+        }
+    }
+
     /// One human line.
     pub fn line(&self) -> String {
         format!(

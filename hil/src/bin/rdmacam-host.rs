@@ -73,17 +73,7 @@ fn main() -> ExitCode {
         progress: true,
     };
     match run_host(&o, &stop) {
-        Ok(s) => {
-            eprintln!("{}", s.line());
-            if a.json {
-                println!("{}", serde_json::to_string(&s).expect("serialisable"));
-            }
-            if s.ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        Ok(s) => s.report(a.json),
         Err(e) => {
             eprintln!("rdmacam-host: {e:#}");
             ExitCode::from(2)

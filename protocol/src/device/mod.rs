@@ -446,20 +446,10 @@ impl Device {
         if p.is_empty() || p.len() % 8 != 0 || p.len() > gvcp::MAX_PAYLOAD {
             return (status::INVALID_PARAMETER, 0);
         }
-        let mut done = 0u16;
-        let mut st = status::SUCCESS;
-        for pair in p.chunks_exact(8) {
-            let addr = u32::from_be_bytes([pair[0], pair[1], pair[2], pair[3]]);
-            let v = u32::from_be_bytes([pair[4], pair[5], pair[6], pair[7]]);
-            if let Err(e) = self.write_reg(now, src, addr, v) {
-                st = e;
-                break;
-            }
-            done += 1;
-        }
-        body[..2].copy_from_slice(&[0, 0]);
-        body[2..4].copy_from_slice(&done.to_be_bytes());
-        (st, 4)
+        let word = |w: &[u8]| u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+        let pairs = p.chunks_exact(8).map(|c| (word(&c[..4]), word(&c[4..])));
+        // WRITEREG_ACK counts registers written
+        self.write_words(now, src, pairs, 1, body)
     }
 
     fn cmd_readmem(&mut self, p: &[u8], body: &mut [u8]) -> (Status, usize) {
@@ -498,15 +488,34 @@ impl Device {
         if addr % 4 != 0 {
             return (status::BAD_ALIGNMENT, 0);
         }
+        let words = p[4..].chunks_exact(4).enumerate().map(|(i, w)| {
+            (
+                addr.wrapping_add(i as u32 * 4),
+                u32::from_be_bytes([w[0], w[1], w[2], w[3]]),
+            )
+        });
+        // WRITEMEM_ACK counts bytes written
+        self.write_words(now, src, words, 4, body)
+    }
+
+    /// Write `(address, value)` pairs until one fails; the acknowledge payload is reserved (2)
+    /// and the index (2): how many were written, times `unit`.
+    fn write_words(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        words: impl Iterator<Item = (u32, u32)>,
+        unit: u16,
+        body: &mut [u8],
+    ) -> (Status, usize) {
         let mut done = 0u16;
         let mut st = status::SUCCESS;
-        for (i, w) in p[4..].chunks_exact(4).enumerate() {
-            let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-            if let Err(e) = self.write_reg(now, src, addr.wrapping_add(i as u32 * 4), v) {
+        for (addr, v) in words {
+            if let Err(e) = self.write_reg(now, src, addr, v) {
                 st = e;
                 break;
             }
-            done += 4;
+            done += unit;
         }
         body[..2].copy_from_slice(&[0, 0]);
         body[2..4].copy_from_slice(&done.to_be_bytes());
