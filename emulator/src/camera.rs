@@ -63,10 +63,10 @@ impl PayloadSource for Payloads<'_> {
 pub struct CameraCore {
     device: Device,
     source: SyntheticSource,
-    local_ip: Ipv4Addr,
+    local_ip: IpAddr,
     ports: RocePorts,
     qp: Option<Qp>,
-    host_ip: Option<Ipv4Addr>,
+    host_ip: Option<IpAddr>,
     frames: Vec<Vec<u8>>,
     free_frames: Vec<u32>,
     recv_bufs: Vec<Vec<u8>>,
@@ -88,7 +88,7 @@ impl std::fmt::Debug for CameraCore {
 impl CameraCore {
     /// A camera with `device`, synthetic frames from `seed`, sending RoCEv2 as `ports` say.
     pub fn new(device: Device, seed: u64, ports: RocePorts) -> Self {
-        let local_ip = device.ip();
+        let local_ip = IpAddr::V4(device.ip());
         CameraCore {
             device,
             source: SyntheticSource::new(seed),
@@ -103,6 +103,13 @@ impl CameraCore {
             counters: CameraCounters::default(),
             events: Vec::new(),
         }
+    }
+
+    /// Use `ip` (for example an IPv6 address) for RoCEv2 instead of the GigE Vision address. A
+    /// host then writes its own address of that family to OrspHostGid.
+    pub fn with_roce_address(mut self, ip: IpAddr) -> Self {
+        self.local_ip = ip;
+        self
     }
 
     /// The device (registers, counters).
@@ -169,15 +176,26 @@ impl CameraCore {
     }
 
     fn connect(&mut self, p: ConnectParams) {
+        // The host's RoCEv2 address: OrspHostGid when it is a real IPv6 GID, else GevSCDA.
+        let gid = std::net::Ipv6Addr::from(p.host_gid);
         let scda = self.device.read_reg(regs::SCDA0).unwrap_or(0);
-        let host_ip = if scda != 0 {
-            Ipv4Addr::from(scda)
+        let host_ip = if !gid.is_unspecified() && gid.to_ipv4_mapped().is_none() {
+            IpAddr::V6(gid)
+        } else if let Some(v4) = gid.to_ipv4_mapped() {
+            IpAddr::V4(v4)
+        } else if scda != 0 {
+            IpAddr::V4(Ipv4Addr::from(scda))
         } else if let Some(c) = self.device.controller() {
-            *c.ip()
+            IpAddr::V4(*c.ip())
         } else {
             return;
         };
-        let mut path = Path::new(IpAddr::V4(self.local_ip), IpAddr::V4(host_ip));
+        if host_ip.is_ipv6() != self.local_ip.is_ipv6() {
+            // the host's address family is not the one this camera streams on
+            self.device.orsp_failed(event::REMOTE_ERROR);
+            return;
+        }
+        let mut path = Path::new(self.local_ip, host_ip);
         path.src_port = self.ports.camera_tx;
         path.dst_port = self.ports.host_rx;
         path.dscp = p.tos >> 2;

@@ -70,6 +70,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         gvcp_port: DEMO_GVCP_PORT,
         loss: o.loss,
         pcap: None,
+        roce_ip: None,
     };
     let camera = {
         let stop = stop_camera.clone();
@@ -91,6 +92,8 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         gvcp_port: DEMO_GVCP_PORT,
         local: ip,
         rx_port: DEMO_HOST_ROCE_PORT,
+        roce_local: None,
+        camera_roce: None,
         camera_rx_port: DEMO_CAMERA_ROCE_PORT,
         buffers: o.buffers,
         frames: Some(o.frames),

@@ -137,6 +137,10 @@ struct RunArgs {
     /// IP/UDP header reconstructed, marked in a packet comment).
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
+    /// RoCEv2 address if not --ip: an IPv6 address makes ORSP run over IPv6 (the host writes its
+    /// IPv6 GID to OrspHostGid). GVCP stays IPv4, as GigE Vision is.
+    #[arg(long)]
+    roce_ip: Option<std::net::IpAddr>,
 }
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
@@ -224,6 +228,7 @@ fn main() -> ExitCode {
                 gvcp_port: a.gvcp_port,
                 loss: 0.0,
                 pcap: a.pcap,
+                roce_ip: a.roce_ip,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

@@ -61,6 +61,8 @@ pub struct RunOptions {
     pub loss: f64,
     /// Write every RoCEv2 packet sent and received to this pcapng file.
     pub pcap: Option<std::path::PathBuf>,
+    /// RoCEv2 address if not `ip` (IPv6 allowed).
+    pub roce_ip: Option<std::net::IpAddr>,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -104,7 +106,8 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         )
     })?;
     let mut roce = if opts.roce {
-        let mut r = RoceSocket::bind(ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
+        let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
+        let mut r = RoceSocket::bind(roce_ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
         if let Some(p) = &opts.pcap {
             r.capture_to(p)
                 .with_context(|| format!("cannot write {}", p.display()))?;
@@ -141,6 +144,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         host_rx: opts.host_roce_port,
     };
     let mut cam = CameraCore::new(Device::new(cfg), opts.seed, ports);
+    if let Some(a) = opts.roce_ip {
+        cam = cam.with_roce_address(a);
+    }
     info!(
         %ip, serial = %opts.serial, width = opts.width, height = opts.height,
         pixel_format = opts.pixel_format.name(), pattern = opts.pattern.name(), fps = opts.fps,

@@ -88,13 +88,14 @@ fn demo_rejects_a_bad_loss_probability() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--loss must be in 0..1"));
 }
 
-/// `rdmacam run --transport udp --pcap`: the reference host (in process) streams from the camera
-/// binary; every packet in the capture, sent or received, has a good ICRC, and the received ones
-/// are marked as reconstructed.
-#[test]
-fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
+/// Start `rdmacam run --transport udp --pcap` (RoCEv2 on `roce_ip`), stream 20 frames into
+/// the reference host (in process), stop the camera with Ctrl-C, and check the capture with
+/// `rdmacam inspect`: every packet, sent or received, has a good ICRC, and received ones are
+/// marked as reconstructed.
+fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16)) {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
+    let (gvcp, cam_port, host_port) = ports;
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("cam.pcapng");
     let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
@@ -104,33 +105,38 @@ fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
             "udp",
             "--ip",
             "127.0.0.1",
+            "--roce-ip",
+            roce_ip,
+        ])
+        .args([
             "--gvcp-port",
-            "39580",
+            &gvcp.to_string(),
             "--roce-port",
-            "47930",
+            &cam_port.to_string(),
+        ])
+        .args([
             "--host-roce-port",
-            "47931",
+            &host_port.to_string(),
             "--width",
             "320",
             "--height",
             "240",
-            "--fps",
-            "50",
-            "--duration",
-            "20",
-            "--pcap",
         ])
+        .args(["--fps", "50", "--duration", "20", "--pcap"])
         .arg(&pcap)
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
+    let roce: std::net::IpAddr = roce_ip.parse().unwrap();
     let o = rdmacam_hil::run::HostOptions {
         camera: std::net::Ipv4Addr::LOCALHOST,
-        gvcp_port: 39580,
+        gvcp_port: gvcp,
         local: std::net::Ipv4Addr::LOCALHOST,
-        rx_port: 47931,
-        camera_rx_port: 47930,
+        rx_port: host_port,
+        roce_local: Some(roce),
+        camera_roce: Some(roce),
+        camera_rx_port: cam_port,
         buffers: 8,
         frames: Some(20),
         duration: None,
@@ -139,19 +145,20 @@ fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
         fps: None,
         progress: false,
     };
-    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false))).unwrap();
+    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     // Ctrl-C: the camera stops cleanly and flushes its capture
     Command::new("kill")
         .args(["-INT", &cam.id().to_string()])
         .status()
         .unwrap();
     let status = cam.wait().unwrap();
+    let s = s.unwrap();
     assert!(status.success(), "camera exit after SIGINT: {status:?}");
     assert!(s.ok(), "{s:?}");
     assert_eq!((s.frames_received, s.frames_bad), (20, 0));
-    for port in ["47931", "47930"] {
+    for port in [host_port, cam_port] {
         let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-            .args(["inspect", "--port", port])
+            .args(["inspect", "--port", &port.to_string()])
             .arg(&pcap)
             .output()
             .unwrap();
@@ -160,10 +167,27 @@ fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
         let summary = text.lines().last().unwrap();
         assert!(!summary.starts_with("summary: 0 RoCE"), "{summary}");
         assert!(summary.contains(" 0 with a bad ICRC"), "{summary}");
+        if roce.is_ipv6() {
+            assert!(
+                text.lines().next().unwrap().contains("::1 -> ::1"),
+                "{text}"
+            );
+        }
     }
     let bytes = std::fs::read(&pcap).unwrap();
     assert!(
         bytes.windows(24).any(|w| w == b"received on a UDP socket"),
         "received packets are marked"
     );
+}
+
+#[test]
+fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
+    stream_and_capture("127.0.0.1", (39580, 47930, 47931));
+}
+
+/// ORSP over IPv6 (the host writes its IPv6 GID to OrspHostGid; GVCP stays IPv4).
+#[test]
+fn run_transport_udp_streams_over_ipv6() {
+    stream_and_capture("::1", (39581, 47932, 47933));
 }

@@ -5,7 +5,7 @@
 //! pattern. The UDP transport and the deterministic simulator drive this one type.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use rdmacam_protocol::device::pattern::{self, Frame, FrameSpec, Pattern};
 use rdmacam_protocol::gev::PixelFormat;
@@ -30,10 +30,10 @@ pub const RECV_SIZE: u32 = 512;
 /// How the host is set up.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
-    /// The host's IP.
-    pub host_ip: Ipv4Addr,
-    /// The camera's IP.
-    pub camera_ip: Ipv4Addr,
+    /// The host's RoCEv2 address.
+    pub host_ip: IpAddr,
+    /// The camera's RoCEv2 address.
+    pub camera_ip: IpAddr,
     /// The host's QP number.
     pub host_qpn: u32,
     /// The host's first send PSN.
@@ -153,7 +153,7 @@ impl OrspHost {
     /// Bring the host QP up for a camera whose DEVICE_QPN/DEVICE_SQ_PSN were read over GVCP.
     pub fn connect(&mut self, device_qpn: u32, device_sq_psn: u32, pmtu: Pmtu) {
         let c = &self.cfg;
-        let mut path = Path::new(IpAddr::V4(c.host_ip), IpAddr::V4(c.camera_ip));
+        let mut path = Path::new(c.host_ip, c.camera_ip);
         path.src_port = c.tx_port;
         path.dst_port = c.camera_rx_port;
         let mut rs = ResponderConfig::new(c.host_qpn, device_qpn, device_sq_psn, path);

@@ -21,7 +21,7 @@ pub struct RoceSocket {
     rx_port: u16,
     tx: UdpSocket,
     tx_port: u16,
-    local: Ipv4Addr,
+    local: IpAddr,
     loss: f64,
     rng: rand::rngs::StdRng,
     capture: Option<Capture>,
@@ -66,23 +66,29 @@ impl Capture {
 /// Comment on received packets in a capture.
 pub const RECONSTRUCTED: &str = "received on a UDP socket: IPv4/UDP header reconstructed by rdmacam (identification 0 assumed, TTL/TOS unknown)";
 
-fn bind(addr: SocketAddrV4, buf: usize) -> std::io::Result<UdpSocket> {
-    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+fn bind(addr: SocketAddr, buf: usize) -> std::io::Result<UdpSocket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
     let _ = s.set_recv_buffer_size(buf);
     let _ = s.set_send_buffer_size(buf);
-    s.bind(&SocketAddr::V4(addr).into())?;
+    s.bind(&addr.into())?;
     Ok(s.into())
 }
 
-/// Set `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, so Linux sends IPv4 identification 0 and sets DF.
-fn pmtudisc_do(s: &UdpSocket) -> std::io::Result<()> {
-    let v: libc::c_int = libc::IP_PMTUDISC_DO;
+fn set_int(
+    s: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> std::io::Result<()> {
     // SAFETY: setsockopt on a valid, owned socket fd with a pointer to a live c_int and its size.
     let r = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
+            level,
+            name,
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -94,26 +100,61 @@ fn pmtudisc_do(s: &UdpSocket) -> std::io::Result<()> {
     }
 }
 
+/// Never fragment. IPv4: `IP_PMTUDISC_DO`, for which Linux sends identification 0 and DF.
+fn pmtudisc_do(s: &UdpSocket, v6: bool) -> std::io::Result<()> {
+    if v6 {
+        set_int(
+            s,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        )
+    } else {
+        set_int(
+            s,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        )
+    }
+}
+
+/// `UDP_NO_CHECK6_RX`: accept IPv6 UDP with checksum 0, which RoCEv2 senders (rxe) send.
+fn no_check6_rx(s: &UdpSocket) -> std::io::Result<()> {
+    const UDP_NO_CHECK6_RX: libc::c_int = 102;
+    set_int(s, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
+}
+
 impl RoceSocket {
     /// Bind `local:rx_port` for receiving and `local:tx_port` for sending. `loss` (0..1) drops
     /// that share of outgoing packets, reproducibly from `seed`.
     pub fn bind(
-        local: Ipv4Addr,
+        local: IpAddr,
         rx_port: u16,
         tx_port: u16,
         loss: f64,
         seed: u64,
     ) -> std::io::Result<Self> {
-        let rx = bind(SocketAddrV4::new(local, rx_port), 16 << 20).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot bind RoCEv2 port {local}:{rx_port}: {e} (is it taken, or not a local address?)"))
-        })?;
-        let tx = bind(SocketAddrV4::new(local, tx_port), 16 << 20).map_err(|e| {
+        let at = |port| SocketAddr::new(local, port);
+        let rx = bind(at(rx_port), 16 << 20).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
-                format!("cannot bind RoCEv2 source port {local}:{tx_port}: {e}"),
+                format!(
+                    "cannot bind RoCEv2 port {}: {e} (is it taken, or not a local address?)",
+                    at(rx_port)
+                ),
             )
         })?;
-        pmtudisc_do(&tx)?;
+        let tx = bind(at(tx_port), 16 << 20).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot bind RoCEv2 source port {}: {e}", at(tx_port)),
+            )
+        })?;
+        pmtudisc_do(&tx, local.is_ipv6())?;
+        if local.is_ipv6() {
+            no_check6_rx(&rx)?;
+        }
         rx.set_nonblocking(true)?;
         let tx_port = tx.local_addr()?.port();
         Ok(RoceSocket {
@@ -135,7 +176,7 @@ impl RoceSocket {
         let f = std::io::BufWriter::new(std::fs::File::create(path)?);
         let mut w = pcap_file::pcapng::PcapNgWriter::new(f).map_err(std::io::Error::other)?;
         w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: pcap_file::DataLink::IPV4,
+            linktype: pcap_file::DataLink::RAW,
             snaplen: 0,
             options: vec![],
         })
@@ -154,31 +195,46 @@ impl RoceSocket {
     }
 
     fn rebind_tx(&mut self, port: u16) -> std::io::Result<()> {
-        let tx = bind(SocketAddrV4::new(self.local, port), 16 << 20).map_err(|e| {
+        let at = SocketAddr::new(self.local, port);
+        let tx = bind(at, 16 << 20).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
-                format!(
-                    "cannot send from the QP's UDP port {}:{port}: {e}",
-                    self.local
-                ),
+                format!("cannot send from the QP's UDP port {at}: {e}"),
             )
         })?;
-        pmtudisc_do(&tx)?;
+        pmtudisc_do(&tx, self.local.is_ipv6())?;
         self.tx = tx;
         self.tx_port = port;
         Ok(())
     }
 
-    /// Send a whole IPv4 RoCEv2 packet: the kernel writes the IP and UDP headers again, with
-    /// the same values (identification 0, DF), so only the UDP payload is handed over.
+    /// Send a whole RoCEv2 IP packet: the kernel writes the IP and UDP headers again, with the
+    /// same covered values (IPv4 identification 0 and DF; the fields it may choose differently,
+    /// like TTL, the IPv6 flow label and the UDP checksum, are masked in the ICRC), so only the
+    /// UDP payload is handed over.
     pub fn send(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
-        if ip_packet.len() < 28 || ip_packet[0] != 0x45 {
-            return Err(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                "not an IPv4 RoCEv2 packet",
-            ));
-        }
-        let src_port = u16::from_be_bytes([ip_packet[20], ip_packet[21]]);
+        let (hl, dst): (usize, IpAddr) = match ip_packet.first() {
+            Some(0x45) if ip_packet.len() >= 28 => (
+                20,
+                IpAddr::V4(Ipv4Addr::new(
+                    ip_packet[16],
+                    ip_packet[17],
+                    ip_packet[18],
+                    ip_packet[19],
+                )),
+            ),
+            Some(b) if b >> 4 == 6 && ip_packet.len() >= 48 => {
+                let d: [u8; 16] = ip_packet[24..40].try_into().expect("16 bytes");
+                (40, IpAddr::V6(std::net::Ipv6Addr::from(d)))
+            }
+            _ => {
+                return Err(std::io::Error::new(
+                    ErrorKind::InvalidInput,
+                    "not a RoCEv2 IP packet",
+                ));
+            }
+        };
+        let src_port = u16::from_be_bytes([ip_packet[hl], ip_packet[hl + 1]]);
         if src_port != self.tx_port {
             self.rebind_tx(src_port)?;
         }
@@ -189,12 +245,11 @@ impl RoceSocket {
             self.dropped += 1;
             return Ok(());
         }
-        let dst = Ipv4Addr::new(ip_packet[16], ip_packet[17], ip_packet[18], ip_packet[19]);
-        let port = u16::from_be_bytes([ip_packet[22], ip_packet[23]]);
+        let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
         loop {
             match self
                 .tx
-                .send_to(&ip_packet[28..], SocketAddrV4::new(dst, port))
+                .send_to(&ip_packet[hl + 8..], SocketAddr::new(dst, port))
             {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
@@ -207,14 +262,14 @@ impl RoceSocket {
     /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
     pub fn recv<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
         match self.rx.recv_from(buf) {
-            Ok((n, SocketAddr::V4(src))) => {
+            Ok((n, src)) => {
                 if let Some(c) = self.capture.as_mut() {
-                    let p = reconstruct(*src.ip(), src.port(), self.local, self.rx_port, &buf[..n]);
+                    let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, &buf[..n]);
                     c.write(&p, Some(RECONSTRUCTED));
                 }
-                Some((IpAddr::V4(*src.ip()), IpAddr::V4(self.local), &buf[..n]))
+                Some((src.ip(), self.local, &buf[..n]))
             }
-            _ => None,
+            Err(_) => None,
         }
     }
 }
@@ -324,23 +379,43 @@ impl GvcpClient {
     }
 }
 
-/// The IPv4 and UDP headers a received datagram most likely had (identification 0 and DF, as
-/// RoCEv2 senders that follow the project's rule send; checksum 0).
-fn reconstruct(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0u8; 28];
-    let total = (28 + payload.len()) as u16;
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&total.to_be_bytes());
-    p[6] = 0x40;
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&src.octets());
-    p[16..20].copy_from_slice(&dst.octets());
-    let c = rdmacam_protocol::wire::ipv4::checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[20..22].copy_from_slice(&sport.to_be_bytes());
-    p[22..24].copy_from_slice(&dport.to_be_bytes());
-    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+/// The IP and UDP headers a received datagram most likely had (IPv4: identification 0 and DF,
+/// as RoCEv2 senders that follow the project's rule send; checksum 0).
+fn reconstruct(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = (8 + payload.len()) as u16;
+    let mut p = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let mut h = vec![0u8; 20];
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+            h[6] = 0x40;
+            h[8] = 64;
+            h[9] = 17;
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+            let c = rdmacam_protocol::wire::ipv4::checksum(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            h
+        }
+        (s, d) => {
+            let v6 = |a: IpAddr| match a {
+                IpAddr::V6(a) => a,
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+            };
+            let mut h = vec![0u8; 40];
+            h[0] = 0x60;
+            h[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            h[6] = 17;
+            h[7] = 64;
+            h[8..24].copy_from_slice(&v6(s).octets());
+            h[24..40].copy_from_slice(&v6(d).octets());
+            h
+        }
+    };
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&udp_len.to_be_bytes());
+    p.extend_from_slice(&[0, 0]);
     p.extend_from_slice(payload);
     p
 }

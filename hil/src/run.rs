@@ -28,6 +28,11 @@ pub struct HostOptions {
     pub local: Ipv4Addr,
     /// UDP port this host receives RoCEv2 on (4791 unless it would collide).
     pub rx_port: u16,
+    /// This host's RoCEv2 address when it differs from `local` (e.g. IPv6; written to
+    /// OrspHostGid so the camera streams there).
+    pub roce_local: Option<std::net::IpAddr>,
+    /// The camera's RoCEv2 address when it differs from `camera`.
+    pub camera_roce: Option<std::net::IpAddr>,
     /// UDP port the camera receives RoCEv2 on.
     pub camera_rx_port: u16,
     /// Frame buffers to announce.
@@ -87,12 +92,14 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
     if let Some(fps) = o.fps {
         gvcp.write(regs::FRAME_RATE, fps.to_bits())?;
     }
-    let mut roce = RoceSocket::bind(o.local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+    let roce_local = o.roce_local.unwrap_or(std::net::IpAddr::V4(o.local));
+    let camera_roce = o.camera_roce.unwrap_or(std::net::IpAddr::V4(o.camera));
+    let mut roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
     let host_qpn = 0x000200 | (std::process::id() & 0xff);
     let host_psn = (std::process::id().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
     let mut host = OrspHost::new(HostConfig {
-        host_ip: o.local,
-        camera_ip: o.camera,
+        host_ip: roce_local,
+        camera_ip: camera_roce,
         host_qpn,
         host_sq_psn: host_psn,
         buffers: o.buffers,
@@ -106,6 +113,14 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         requeue: true,
     });
     gvcp.write(regs::SCDA0, u32::from(o.local))?;
+    if let std::net::IpAddr::V6(gid) = roce_local {
+        for (i, w) in gid.octets().chunks(4).enumerate() {
+            gvcp.write(
+                oregs::BASE + oregs::HOST_GID + 4 * i as u32,
+                u32::from_be_bytes(w.try_into().expect("4")),
+            )?;
+        }
+    }
     gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
     gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
     gvcp.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu4096 as u32)?;
@@ -119,9 +134,8 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
     while host.stats().hello.is_none() {
         if t0.elapsed() > Duration::from_secs(1) {
             bail!(
-                "no HELLO from the camera within 1 s: is its RoCEv2 port {} reachable from {}?",
-                o.camera_rx_port,
-                o.local
+                "no HELLO from the camera within 1 s: is {} reachable from {roce_local}?",
+                std::net::SocketAddr::new(camera_roce, o.camera_rx_port)
             );
         }
         if !pump(&mut host, &mut roce, t0, &mut rx, &mut tx)? {

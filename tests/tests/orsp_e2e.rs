@@ -48,8 +48,8 @@ impl World {
             },
         );
         let host = OrspHost::new(HostConfig {
-            host_ip: HOST,
-            camera_ip: CAM,
+            host_ip: HOST.into(),
+            camera_ip: CAM.into(),
             host_qpn: 0x11,
             host_sq_psn: 0x1234,
             buffers,
@@ -297,8 +297,8 @@ fn a_vanished_host_returns_the_camera_to_idle() {
     w.host_alive = true;
     w.heartbeat = true;
     w.host = OrspHost::new(HostConfig {
-        host_ip: HOST,
-        camera_ip: CAM,
+        host_ip: HOST.into(),
+        camera_ip: CAM.into(),
         host_qpn: 0x12,
         host_sq_psn: 0x777,
         buffers: 8,

@@ -25,6 +25,12 @@ struct Args {
     /// UDP port this host receives RoCEv2 on.
     #[arg(long, default_value_t = 4791)]
     rx_port: u16,
+    /// This host's RoCEv2 address if not --local (an IPv6 address is written to OrspHostGid).
+    #[arg(long)]
+    roce_local: Option<std::net::IpAddr>,
+    /// The camera's RoCEv2 address if not --camera.
+    #[arg(long)]
+    camera_roce: Option<std::net::IpAddr>,
     /// UDP port the camera receives RoCEv2 on.
     #[arg(long, default_value_t = 4791)]
     camera_rx_port: u16,
@@ -60,6 +66,8 @@ fn main() -> ExitCode {
         gvcp_port: a.gvcp_port,
         local: a.local,
         rx_port: a.rx_port,
+        roce_local: a.roce_local,
+        camera_roce: a.camera_roce,
         camera_rx_port: a.camera_rx_port,
         buffers: a.buffers,
         frames: a.frames,
