@@ -1,0 +1,247 @@
+//! The IB CM, passive side, on the worked REQ of reference/rocev2.md §5.3 (an independent
+//! implementation's bytes, dissected by Wireshark; `testdata/cm-req-vector.txt`).
+
+use proptest::prelude::*;
+use rdmacam_protocol::cm::{
+    CmEvent, CmListener, CmaHeader, ListenerConfig, MAD_LEN, MadHeader, Req, attr, comm_ids, reason,
+};
+use rdmacam_protocol::rc::Instant;
+use rdmacam_protocol::wire::pmtu::Pmtu;
+use rdmacam_protocol::wire::{Opcode, RoceV2Repr};
+
+fn vector() -> Vec<u8> {
+    let line = include_str!("../../testdata/cm-req-vector.txt")
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap();
+    line.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
+}
+
+/// The MAD of the vector (after Ethernet, IP, UDP, BTH and DETH).
+fn req_mad() -> Vec<u8> {
+    vector()[62..62 + 256].to_vec()
+}
+
+#[test]
+fn the_worked_req_parses_field_by_field() {
+    let frame = vector();
+    let (repr, range) = RoceV2Repr::parse(&frame[14..]).expect("ICRC of the vector is good");
+    assert_eq!(repr.ib.bth.opcode, Opcode::UD_SEND_ONLY);
+    assert_eq!(repr.ib.bth.dest_qp, 1);
+    let deth = repr.ib.deth.unwrap();
+    assert_eq!((deth.qkey, deth.src_qp), (0x8001_0000, 1));
+    let mad = &frame[14..][range];
+    assert_eq!(mad.len(), MAD_LEN);
+    let h = MadHeader::parse(mad).unwrap();
+    assert_eq!(
+        (h.mgmt_class, h.class_version, h.method, h.tid, h.attr_id),
+        (7, 2, 3, 0x0000_0001_0000_0001, attr::REQ)
+    );
+    let r = Req::parse(&mad[24..]).unwrap();
+    assert_eq!(r.local_comm_id, 0x1122_3344);
+    assert_eq!(r.service_id, 0x0000_0000_0106_1d2f, "RDMA_PS_TCP port 7471");
+    assert_eq!(r.local_ca_guid, 0x0200_0000_0000_0002);
+    assert_eq!((r.local_qpn, r.starting_psn), (0x11, 0xabcd));
+    assert_eq!(
+        (
+            r.transport,
+            r.path_mtu,
+            r.rnr_retry,
+            r.retry_count,
+            r.local_ack_timeout,
+            r.pkey
+        ),
+        (0, 5, 7, 7, 18, 0xffff)
+    );
+    assert_eq!(&r.local_gid[10..], &[0xff, 0xff, 192, 168, 10, 2]);
+    assert_eq!(&r.remote_gid[10..], &[0xff, 0xff, 192, 168, 10, 1]);
+    let cma = CmaHeader::parse(&r.private_data).unwrap();
+    assert_eq!(cma.src_port, 50000);
+    assert_eq!(cma.src.to_string(), "192.168.10.2");
+    assert_eq!(cma.dst.to_string(), "192.168.10.1");
+    assert_eq!(&r.private_data[36..45], b"camera-v1");
+}
+
+fn listener() -> CmListener {
+    CmListener::new(
+        ListenerConfig {
+            port: 7471,
+            local_qpn: 0x123,
+            starting_psn: 0x4567,
+            max_pmtu: Pmtu::Mtu4096,
+            ca_guid: 0xabcd,
+            comm_id_seed: 99,
+        },
+        b"HELLO body",
+    )
+}
+
+fn handle(l: &mut CmListener, t: u64, mad: &[u8]) -> (CmEvent, Option<[u8; 256]>) {
+    let mut out = [0u8; 256];
+    let (ev, reply) = l.handle_mad(Instant::from_millis(t), mad, &mut out);
+    (ev, reply.then_some(out))
+}
+
+fn msg(attr_id: u16, tid: u64, ids: (u32, u32)) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    MadHeader::emit_cm(tid, attr_id, &mut m);
+    m[24..28].copy_from_slice(&ids.0.to_be_bytes());
+    m[28..32].copy_from_slice(&ids.1.to_be_bytes());
+    m
+}
+
+#[test]
+fn accept_duplicate_rtu_disconnect_and_reconnect() {
+    let mut l = listener();
+    let (ev, rep) = handle(&mut l, 0, &req_mad());
+    let CmEvent::Accepting(a) = ev else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(
+        (
+            a.remote_qpn,
+            a.remote_psn,
+            a.pmtu,
+            a.retry_count,
+            a.rnr_retry
+        ),
+        (0x11, 0xabcd, Pmtu::Mtu4096, 7, 7)
+    );
+    let rep = rep.unwrap();
+    let h = MadHeader::parse(&rep).unwrap();
+    assert_eq!(
+        (h.attr_id, h.tid),
+        (attr::REP, 0x0000_0001_0000_0001),
+        "REP reuses the REQ's TID"
+    );
+    let (ours, theirs) = comm_ids(&rep[24..]).unwrap();
+    assert_eq!(theirs, 0x1122_3344);
+    assert_eq!(
+        u32::from_be_bytes(rep[36..40].try_into().unwrap()) >> 8,
+        0x123,
+        "REP local QPN"
+    );
+    assert_eq!(
+        u32::from_be_bytes(rep[44..48].try_into().unwrap()) >> 8,
+        0x4567,
+        "REP starting PSN"
+    );
+    assert_eq!(
+        &rep[60..70],
+        b"HELLO body",
+        "private data carries the ORSP HELLO"
+    );
+    // the host did not see the REP and sends the REQ again: the same REP
+    let (ev, again) = handle(&mut l, 100, &req_mad());
+    assert_eq!((ev, again), (CmEvent::None, Some(rep)));
+    // RTU with the wrong ids is ignored, with the right ones establishes
+    assert_eq!(
+        handle(&mut l, 200, &msg(attr::RTU, 1, (0x1122_3344, ours ^ 1))).0,
+        CmEvent::None
+    );
+    assert_eq!(
+        handle(&mut l, 200, &msg(attr::RTU, 1, (0x1122_3344, ours))).0,
+        CmEvent::Established
+    );
+    assert!(l.connected());
+    // DREQ: DREP and back to idle
+    let (ev, drep) = handle(&mut l, 300, &msg(attr::DREQ, 2, (0x1122_3344, ours)));
+    assert_eq!(ev, CmEvent::Disconnected);
+    assert_eq!(
+        MadHeader::parse(&drep.unwrap()).unwrap().attr_id,
+        attr::DREP
+    );
+    // a new connection gets a fresh Local Comm ID
+    let mut req2 = req_mad();
+    req2[24..28].copy_from_slice(&0x5555_6666u32.to_be_bytes());
+    let (ev, rep2) = handle(&mut l, 400, &req2);
+    assert!(matches!(ev, CmEvent::Accepting(_)));
+    assert_ne!(comm_ids(&rep2.unwrap()[24..]).unwrap().0, ours);
+}
+
+#[test]
+fn rejects_with_ib_cm_reason_codes() {
+    let reject = |mutate: &dyn Fn(&mut Vec<u8>), max: Pmtu| {
+        let mut l = CmListener::new(
+            ListenerConfig {
+                port: 7471,
+                local_qpn: 1,
+                starting_psn: 1,
+                max_pmtu: max,
+                ca_guid: 1,
+                comm_id_seed: 1,
+            },
+            &[],
+        );
+        let mut m = req_mad();
+        mutate(&mut m);
+        let (ev, rej) = handle(&mut l, 0, &m);
+        let rej = rej.unwrap();
+        assert_eq!(MadHeader::parse(&rej).unwrap().attr_id, attr::REJ);
+        assert_eq!(
+            u32::from_be_bytes(rej[28..32].try_into().unwrap()),
+            0x1122_3344
+        );
+        (ev, rej)
+    };
+    let (ev, _) = reject(&|m| m[24 + 15] = 0x30, Pmtu::Mtu4096); // port 7472
+    assert_eq!(ev, CmEvent::Rejected(reason::INVALID_SERVICE_ID));
+    let (ev, _) = reject(&|m| m[24 + 43] |= 0x02, Pmtu::Mtu4096); // UC
+    assert_eq!(ev, CmEvent::Rejected(reason::INVALID_TRANSPORT_TYPE));
+    let (ev, rej) = reject(&|_| {}, Pmtu::Mtu1024); // asks 4096
+    assert_eq!(ev, CmEvent::Rejected(reason::INVALID_MTU));
+    assert_eq!(
+        u16::from_be_bytes(rej[34..36].try_into().unwrap()),
+        reason::INVALID_MTU
+    );
+    // a second host while one is connected: consumer reject with an ORSP reason
+    let mut l = listener();
+    let (_, rep) = handle(&mut l, 0, &req_mad());
+    let ours = comm_ids(&rep.unwrap()[24..]).unwrap().0;
+    handle(&mut l, 1, &msg(attr::RTU, 1, (0x1122_3344, ours)));
+    let mut other = req_mad();
+    other[24..28].copy_from_slice(&7u32.to_be_bytes());
+    let (ev, rej) = handle(&mut l, 2, &other);
+    assert_eq!(ev, CmEvent::Rejected(reason::CONSUMER_REJECT));
+    assert!(rej.unwrap()[24 + 84..].starts_with(b"ORSP busy"));
+    assert!(l.connected(), "the first connection is untouched");
+}
+
+#[test]
+fn rep_is_resent_until_rtu_or_give_up() {
+    let mut l = listener();
+    let (_, rep) = handle(&mut l, 0, &req_mad());
+    let mut out = [0u8; 256];
+    let mut resent = 0;
+    let mut t = Instant::ZERO;
+    while let Some(next) = l.poll_timeout() {
+        t = next;
+        if l.handle_timeout(t, &mut out) {
+            assert_eq!(out, rep.unwrap());
+            resent += 1;
+        }
+    }
+    assert_eq!(resent, 15, "Max CM Retries");
+    assert!(!l.connected());
+    assert!(t > Instant::from_millis(60_000));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn garbage_and_mangled_mads_never_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        edits in proptest::collection::vec((0usize..256, any::<u8>()), 0..8),
+    ) {
+        let mut l = listener();
+        let mut out = [0u8; 256];
+        let _ = l.handle_mad(Instant::ZERO, &bytes, &mut out);
+        let mut m = req_mad();
+        for (at, v) in edits { m[at] = v; }
+        let _ = l.handle_mad(Instant::ZERO, &m, &mut out);
+        let _ = l.handle_mad(Instant::ZERO, &msg(attr::RTU, 0, (0x1122_3344, 0)), &mut out);
+    }
+}
