@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
+use rdmacam_protocol::cm;
 use rdmacam_protocol::device::ORSP_BUFFERS;
 use rdmacam_protocol::device::pattern::{FrameSource, SyntheticSource};
 use rdmacam_protocol::device::{Device, DeviceEvent, GvcpReply, regs};
@@ -14,6 +15,7 @@ use rdmacam_protocol::rc::{
     Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
     ResponderConfig, WcStatus, WorkRequest, split_rocev2,
 };
+use rdmacam_protocol::wire::{BthRepr, DethRepr, IbRepr, Opcode, RoceV2Repr, deth};
 
 /// Frames the camera keeps in memory: one being written, and the ones not yet acknowledged.
 pub const FRAME_SLOTS: usize = 6;
@@ -71,6 +73,9 @@ pub struct CameraCore {
     free_frames: Vec<u32>,
     recv_bufs: Vec<Vec<u8>>,
     backlog: std::collections::VecDeque<WorkRequest>,
+    cm_out: std::collections::VecDeque<Vec<u8>>,
+    cm_psn: u32,
+    cm_peer: Option<IpAddr>,
     counters: CameraCounters,
     events: Vec<DeviceEvent>,
 }
@@ -100,6 +105,9 @@ impl CameraCore {
             free_frames: (0..FRAME_SLOTS as u32).rev().collect(),
             recv_bufs: vec![vec![0; DEV_RECV_SIZE as usize]; DEV_RECV_DEPTH as usize],
             backlog: Default::default(),
+            cm_out: Default::default(),
+            cm_psn: 0,
+            cm_peer: None,
             counters: CameraCounters::default(),
             events: Vec::new(),
         }
@@ -245,6 +253,10 @@ impl CameraCore {
     /// The InfiniBand part of a received packet (a UDP socket cannot see the IP header, so the
     /// ICRC is not checked there: `design/ORSP.md` §12).
     pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
+        if ib.first() == Some(&Opcode::UD_SEND_ONLY.0) {
+            self.handle_gsi(now, src, ib);
+            return;
+        }
         let Some(qp) = self.qp.as_mut() else {
             self.counters.dropped += 1;
             return;
@@ -272,6 +284,55 @@ impl CameraCore {
             }
         }
         self.drain_completions();
+    }
+
+    /// A UD SEND ONLY to QP1 with the GSI Q_Key: an RDMA CM MAD. Replies go back to the
+    /// sender's QP1 from ours.
+    fn handle_gsi(&mut self, now: Instant, src: IpAddr, ib: &[u8]) {
+        let Ok((repr, hl)) = IbRepr::parse(ib) else {
+            self.counters.dropped += 1;
+            return;
+        };
+        let gsi = repr.deth.is_some_and(|d| d.qkey == deth::GSI_QKEY);
+        if repr.bth.dest_qp != 1 || !gsi || ib.len() < hl + cm::MAD_LEN {
+            self.counters.dropped += 1;
+            return;
+        }
+        let mut out = [0u8; cm::MAD_LEN];
+        if self
+            .device
+            .handle_cm(now, &ib[hl..hl + cm::MAD_LEN], &mut out)
+        {
+            self.cm_peer = Some(src);
+            self.queue_mad(src, &out);
+        }
+        self.process_events();
+    }
+
+    /// Queue a CM MAD as a UD SEND ONLY from our QP1 to `dst`'s QP1 (GSI Q_Key).
+    fn queue_mad(&mut self, dst: IpAddr, mad: &[u8; cm::MAD_LEN]) {
+        let mut path = Path::new(self.local_ip, dst);
+        path.dst_port = self.ports.host_rx;
+        let mut bth = BthRepr::new(Opcode::UD_SEND_ONLY, 1, self.cm_psn);
+        self.cm_psn = (self.cm_psn + 1) & 0x00ff_ffff;
+        bth.solicited = false;
+        let mut ibr = IbRepr::new(bth);
+        ibr.deth = Some(DethRepr {
+            qkey: deth::GSI_QKEY,
+            src_qp: 1,
+        });
+        let Some(ip) = path.ip_repr(0) else { return };
+        let r = RoceV2Repr {
+            ip,
+            src_port: path.source_port(1, 1),
+            dst_port: path.dst_port,
+            ib: ibr,
+            payload_len: cm::MAD_LEN,
+        };
+        let mut pkt = vec![0u8; r.buffer_len()];
+        if r.emit(&mut pkt, mad).is_ok() {
+            self.cm_out.push_back(pkt);
+        }
     }
 
     fn drain_completions(&mut self) {
@@ -306,6 +367,10 @@ impl CameraCore {
     /// The next RoCEv2 IP packet to send at `now` into `out`; returns its length.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
         self.process_events();
+        if let Some(p) = self.cm_out.pop_front() {
+            *out = p;
+            return Some(out.len());
+        }
         let qp = self.qp.as_mut()?;
         // ACK/NAKs for the host's SENDs first: they are small and unblock the host.
         out.resize(128, 0);
@@ -352,17 +417,25 @@ impl CameraCore {
     /// When the camera next needs [`handle_timeout`](Self::handle_timeout) or
     /// [`poll_transmit`](Self::poll_transmit).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let a = self.device.poll_timeout();
-        let b = self.qp.as_ref().and_then(|q| q.requester.poll_timeout());
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.device.poll_timeout(),
+            self.device.cm_poll_timeout(),
+            self.qp.as_ref().and_then(|q| q.requester.poll_timeout()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Run timers: heartbeat, ACK timeout, rate.
+    /// Run timers: heartbeat, ACK timeout, rate, CM REP resend.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);
+        let mut mad = [0u8; cm::MAD_LEN];
+        if self.device.cm_handle_timeout(now, &mut mad)
+            && let Some(peer) = self.cm_peer
+        {
+            self.queue_mad(peer, &mad);
+        }
         if let Some(qp) = self.qp.as_mut() {
             qp.requester.handle_timeout(now);
         }

@@ -11,8 +11,9 @@ use rdmacam_hil::sim::{Link, LinkConfig};
 use rdmacam_protocol::device::pattern::Pattern;
 use rdmacam_protocol::device::{Device, DeviceConfig, regs};
 use rdmacam_protocol::orsp::{msg::event, regs as oregs};
-use rdmacam_protocol::rc::Instant;
+use rdmacam_protocol::rc::{Instant, split_rocev2};
 use rdmacam_protocol::wire::pmtu::Pmtu;
+use rdmacam_protocol::wire::{BthRepr, DethRepr, IbRepr, IpRepr, Opcode, RoceV2Repr, deth};
 
 const CAM: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -30,11 +31,26 @@ struct World {
     next_heartbeat: Instant,
     host_alive: bool,
     req: u16,
+    host_ip: Ipv4Addr,
+    /// CM MADs (UD SENDs to QP1) the camera sent the host, as IP packets.
+    cm_inbox: Vec<Vec<u8>>,
 }
 
 impl World {
     fn new(loss: f64, seed: u64, buffers: u32, requeue: bool) -> World {
-        let mut cfg = DeviceConfig::new(CAM, [2, 0, 0, 0, 0, 2], "SIM");
+        World::at(CAM, HOST, 0x1234, loss, seed, buffers, requeue)
+    }
+
+    fn at(
+        cam_ip: Ipv4Addr,
+        host_ip: Ipv4Addr,
+        host_sq_psn: u32,
+        loss: f64,
+        seed: u64,
+        buffers: u32,
+        requeue: bool,
+    ) -> World {
+        let mut cfg = DeviceConfig::new(cam_ip, [2, 0, 0, 0, 0, 2], "SIM");
         cfg.width = W;
         cfg.height = H;
         cfg.frame_rate = 200.0;
@@ -48,10 +64,10 @@ impl World {
             },
         );
         let host = OrspHost::new(HostConfig {
-            host_ip: HOST.into(),
-            camera_ip: CAM.into(),
+            host_ip: host_ip.into(),
+            camera_ip: cam_ip.into(),
             host_qpn: 0x11,
-            host_sq_psn: 0x1234,
+            host_sq_psn,
             buffers,
             buffer_size: (W * H) as usize,
             tx_port: 0xc002,
@@ -73,6 +89,8 @@ impl World {
             next_heartbeat: Instant::from_millis(500),
             host_alive: true,
             req: 1,
+            host_ip,
+            cm_inbox: Vec::new(),
         }
     }
 
@@ -112,7 +130,7 @@ impl World {
     fn connect_as(&mut self, host_qpn: u32, host_psn: u32) {
         self.write(regs::CCP, 2);
         assert_eq!(self.read(oregs::BASE + oregs::ORSP_VERSION) >> 16, 1);
-        self.write(regs::SCDA0, u32::from(HOST));
+        self.write(regs::SCDA0, u32::from(self.host_ip));
         self.write(oregs::BASE + oregs::HOST_QPN, host_qpn);
         self.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn);
         self.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu1024 as u32);
@@ -143,7 +161,9 @@ impl World {
                 busy = true;
             }
             while let Some(p) = self.up.recv(self.now) {
-                if self.host_alive {
+                if split_rocev2(&p).is_ok_and(|(.., ib)| ib[0] == Opcode::UD_SEND_ONLY.0) {
+                    self.cm_inbox.push(p);
+                } else if self.host_alive {
                     self.host.handle_datagram(self.now, &p);
                 }
                 busy = true;
@@ -352,4 +372,298 @@ fn bad_host_messages_raise_an_event_and_are_ignored() {
         s.events
     );
     assert_eq!((s.good, s.bad), (10, 0), "streaming unaffected");
+}
+
+// ---- RDMA CM (ORSP §3, caps bit 5): the host connects with REQ/REP/RTU instead of registers ----
+
+/// The worked IB CM REQ of reference/rocev2.md §5.3 (service port 7471, QPN 0x11, PSN 0xabcd,
+/// PMTU 4096, from 192.168.10.2 to 192.168.10.1), as its IP packet.
+fn req_vector() -> Vec<u8> {
+    let line = include_str!("../../testdata/cm-req-vector.txt")
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap();
+    let frame: Vec<u8> = line
+        .split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect();
+    frame[14..].to_vec()
+}
+
+const CM_CAM: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 1);
+const CM_HOST: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 2);
+const REQ_TID: u64 = 0x1_0000_0001;
+const REQ_COMM_ID: u32 = 0x1122_3344;
+
+/// The MAD of a UD SEND to QP1, checking the GSI addressing.
+fn mad_of(packet: &[u8]) -> Vec<u8> {
+    let (src, dst, _, ib) = split_rocev2(packet).expect("RoCEv2 with a good ICRC");
+    assert_eq!((src, dst), (CM_CAM.into(), CM_HOST.into()));
+    let (r, hl) = IbRepr::parse(ib).unwrap();
+    assert_eq!((r.bth.opcode, r.bth.dest_qp), (Opcode::UD_SEND_ONLY, 1));
+    let d = r.deth.unwrap();
+    assert_eq!((d.qkey, d.src_qp), (deth::GSI_QKEY, 1));
+    ib[hl..hl + 256].to_vec()
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+/// A CM MAD written by hand from IBTA Vol 1 §16.7 / §12.6: MAD header, then the two
+/// communication IDs, then `rest` (private data and trailing fields zero).
+fn hand_mad(attr_id: u16, tid: u64, local: u32, remote: u32, rest: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    m[..4].copy_from_slice(&[1, 0x07, 2, 0x03]); // base version, CM class, version 2, Send
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr_id.to_be_bytes());
+    m[24..28].copy_from_slice(&local.to_be_bytes());
+    m[28..32].copy_from_slice(&remote.to_be_bytes());
+    m[32..32 + rest.len()].copy_from_slice(rest);
+    m
+}
+
+/// A MAD as a UD SEND ONLY from the host's QP1 to the camera's.
+fn ud_to_camera(mad: &[u8], psn: u32) -> Vec<u8> {
+    let mut ib = IbRepr::new(BthRepr::new(Opcode::UD_SEND_ONLY, 1, psn));
+    ib.deth = Some(DethRepr {
+        qkey: deth::GSI_QKEY,
+        src_qp: 1,
+    });
+    let r = RoceV2Repr {
+        ip: IpRepr::v4(CM_HOST, CM_CAM),
+        src_port: 0xc001,
+        dst_port: 4791,
+        ib,
+        payload_len: mad.len(),
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b, mad).unwrap();
+    b
+}
+
+/// Wireshark's reading of the camera's CM MADs (`None` when tshark is missing).
+fn tshark_cm(packets: &[Vec<u8>]) -> Option<Vec<String>> {
+    use pcap_file::DataLink;
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    if std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("tshark not installed: Wireshark cross-check skipped (CI installs it)");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cm.pcap");
+    let header = PcapHeader {
+        datalink: DataLink::IPV4,
+        ..Default::default()
+    };
+    let mut w = PcapWriter::with_header(std::fs::File::create(&path).unwrap(), header).unwrap();
+    for p in packets {
+        w.write_packet(&PcapPacket::new(Duration::ZERO, p.len() as u32, p))
+            .unwrap();
+    }
+    drop(w);
+    let mut cmd = std::process::Command::new("tshark");
+    cmd.args(["-n", "-r"])
+        .arg(&path)
+        .args(["-T", "fields", "-E", "separator=|"]);
+    for f in [
+        "infiniband.mad.attributeid",
+        "infiniband.mad.transactionid",
+        "infiniband.cm.rep.remotecommid",
+        "infiniband.cm.rep.localqpn",
+        "infiniband.cm.rep.startpsn",
+        "infiniband.cm.rej.remotecommid",
+        "infiniband.cm.rej.reason",
+        "_ws.malformed",
+    ] {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[test]
+fn a_host_connects_through_the_rdma_cm_streams_and_disconnects() {
+    let mut w = World::at(CM_CAM, CM_HOST, 0xabcd, 0.0, 5, 16, true);
+    w.write(regs::CCP, 2);
+    let caps = w.read(oregs::BASE + oregs::ORSP_CAPS);
+    assert_ne!(caps & oregs::CAP_CM, 0, "caps advertise the CM listener");
+    w.write(oregs::BASE + oregs::CM_PORT, 7471);
+
+    // REQ (the worked vector, bytes from outside this code base) → REP
+    w.cam.handle_datagram(w.now, &req_vector());
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+    assert_eq!(w.cm_inbox.len(), 1, "one REP");
+    let rep_pkt = w.cm_inbox.pop().unwrap();
+    let rep = mad_of(&rep_pkt);
+    let dqpn = w.read(oregs::BASE + oregs::DEVICE_QPN);
+    let dpsn = w.read(oregs::BASE + oregs::DEVICE_SQ_PSN);
+    assert_eq!(&rep[..4], &[1, 0x07, 2, 0x03]);
+    assert_eq!(u16::from_be_bytes([rep[16], rep[17]]), 0x0013, "REP");
+    assert_eq!(u64::from_be_bytes(rep[8..16].try_into().unwrap()), REQ_TID);
+    assert_eq!(be32(&rep, 28), REQ_COMM_ID, "REP answers the REQ's comm ID");
+    assert_eq!(be32(&rep, 36) >> 8, dqpn, "local QPN = DEVICE_QPN");
+    assert_eq!(be32(&rep, 44) >> 8, dpsn, "starting PSN = DEVICE_SQ_PSN");
+    // private data: the HELLO message (ORSP §6)
+    let hello = &rep[24 + 36..24 + 36 + 40];
+    assert_eq!(&hello[..4], b"ORSP");
+    assert_eq!(be32(hello, 16), 0x0001_0000, "ORSP version");
+    assert_eq!(be32(hello, 36), 4096, "path MTU of the REQ");
+    if let Some(rows) = tshark_cm(std::slice::from_ref(&rep_pkt)) {
+        let f: Vec<&str> = rows[0].split('|').collect();
+        assert_eq!(f[0], "0x0013", "{rows:?}");
+        assert_eq!(
+            u32::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap(),
+            REQ_COMM_ID,
+            "{rows:?}"
+        );
+        assert_eq!(
+            u32::from_str_radix(f[3].trim_start_matches("0x"), 16).unwrap(),
+            dqpn,
+            "{rows:?}"
+        );
+        assert_eq!(
+            u32::from_str_radix(f[4].trim_start_matches("0x"), 16).unwrap(),
+            dpsn,
+            "{rows:?}"
+        );
+        assert_eq!(f[7], "", "not malformed: {rows:?}");
+    }
+    assert!(!w.cam.connected(), "not before RTU");
+
+    // RTU → connected; the host brings its QP up with what the REP said
+    let cam_comm = be32(&rep, 24);
+    w.host.connect(dqpn, dpsn, Pmtu::Mtu4096);
+    let rtu = hand_mad(0x0014, REQ_TID, REQ_COMM_ID, cam_comm, &[]);
+    w.cam.handle_datagram(w.now, &ud_to_camera(&rtu, 1));
+    assert!(w.cam.connected(), "RTU connects the ORSP channel");
+    assert_eq!(
+        w.read(oregs::BASE + oregs::HOST_QPN),
+        0x11,
+        "QPN of the REQ"
+    );
+    w.host.announce();
+    w.start(20);
+    w.run_until(
+        |w| w.host.stats().stream_end.is_some(),
+        Duration::from_secs(10),
+    );
+    let s = w.host.stats();
+    assert_eq!((s.good, s.bad), (20, 0), "{s:?}");
+
+    // a second REQ while connected: REJ 28 with the ORSP reason
+    w.cam.handle_datagram(
+        w.now,
+        &ud_to_camera(
+            &{
+                let mut m = mad_of_req();
+                m[24..28].copy_from_slice(&0x5555_0001u32.to_be_bytes());
+                m
+            },
+            2,
+        ),
+    );
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+    let rej = mad_of(&w.cm_inbox.pop().expect("REJ"));
+    assert_eq!(u16::from_be_bytes([rej[16], rej[17]]), 0x0012, "REJ");
+    assert_eq!(be32(&rej, 28), 0x5555_0001);
+    assert_eq!(
+        u16::from_be_bytes([rej[24 + 10], rej[24 + 11]]),
+        28,
+        "consumer reject"
+    );
+    assert!(w.cam.connected(), "the connection stands");
+
+    // DREQ → DREP, disconnected
+    let dreq = hand_mad(
+        0x0015,
+        2,
+        REQ_COMM_ID,
+        cam_comm,
+        &(0x11u32 << 8).to_be_bytes(),
+    );
+    w.cam.handle_datagram(w.now, &ud_to_camera(&dreq, 3));
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+    let drep = mad_of(&w.cm_inbox.pop().expect("DREP"));
+    assert_eq!(u16::from_be_bytes([drep[16], drep[17]]), 0x0016, "DREP");
+    assert_eq!((be32(&drep, 24), be32(&drep, 28)), (cam_comm, REQ_COMM_ID));
+    assert!(!w.cam.connected());
+    assert_eq!(w.read(oregs::BASE + oregs::STATUS) & 0xf, 0, "idle");
+}
+
+fn mad_of_req() -> Vec<u8> {
+    req_vector()[48..48 + 256].to_vec()
+}
+
+#[test]
+fn a_req_for_another_port_or_a_closed_listener_is_rejected() {
+    for port in [7000, 0] {
+        let mut w = World::at(CM_CAM, CM_HOST, 0xabcd, 0.0, 5, 16, true);
+        w.write(regs::CCP, 2);
+        w.write(oregs::BASE + oregs::CM_PORT, port);
+        w.cam.handle_datagram(w.now, &req_vector());
+        w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+        let pkt = w.cm_inbox.pop().expect("REJ");
+        let rej = mad_of(&pkt);
+        assert_eq!(u16::from_be_bytes([rej[16], rej[17]]), 0x0012, "REJ");
+        assert_eq!(be32(&rej, 28), REQ_COMM_ID);
+        assert_eq!(
+            u16::from_be_bytes([rej[24 + 10], rej[24 + 11]]),
+            8,
+            "invalid service ID"
+        );
+        if let Some(rows) = tshark_cm(&[pkt]) {
+            let f: Vec<&str> = rows[0].split('|').collect();
+            assert_eq!(f[0], "0x0012", "{rows:?}");
+            assert_eq!(f[6], "0x0008", "{rows:?}");
+        }
+        assert!(!w.cam.connected());
+    }
+}
+
+#[test]
+fn cm_port_cannot_change_while_connected() {
+    let mut w = World::new(0.0, 3, 8, true);
+    w.connect();
+    let (st, _) = w.gvcp(0x82, &[oregs::BASE + oregs::CM_PORT, 7471]);
+    assert_ne!(st, 0, "CM_PORT is locked while connected");
+}
+
+#[test]
+fn a_lost_rtu_makes_the_camera_resend_its_rep() {
+    let mut w = World::at(CM_CAM, CM_HOST, 0xabcd, 0.0, 5, 16, true);
+    w.write(regs::CCP, 2);
+    w.write(oregs::BASE + oregs::CM_PORT, 7471);
+    w.cam.handle_datagram(w.now, &req_vector());
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+    let first = mad_of(&w.cm_inbox.pop().expect("REP"));
+    // no RTU: the REP comes again after the CM response timeout, same MAD
+    let sent = w.now;
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_secs(10));
+    let again = mad_of(&w.cm_inbox.pop().expect("REP resent"));
+    assert_eq!(first, again);
+    assert!(w.now - sent >= Duration::from_secs(4));
+    // a retransmitted REQ (the host's own timer) also gets the same REP
+    w.cam.handle_datagram(w.now, &req_vector());
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+    assert_eq!(mad_of(&w.cm_inbox.pop().expect("REP")), first);
+    // and the RTU, when it finally comes, connects
+    let rtu = hand_mad(0x0014, REQ_TID, REQ_COMM_ID, be32(&first, 24), &[]);
+    w.cam.handle_datagram(w.now, &ud_to_camera(&rtu, 1));
+    assert!(w.cam.connected());
 }

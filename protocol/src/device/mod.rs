@@ -15,6 +15,7 @@ use core::time::Duration;
 
 use heapless::{Deque, String};
 
+use crate::cm::{self, CmEvent, CmListener, ListenerConfig};
 use crate::gev::gvcp::{self, Command, cmd};
 use crate::gev::{PixelFormat, status};
 use crate::orsp::{self, ConnectParams, OrspChannel};
@@ -221,6 +222,8 @@ pub struct Device {
     next_frame_at: Instant,
     channel: GvspChannel,
     orsp: OrspChannel<ORSP_BUFFERS>,
+    cm: Option<(u16, CmListener)>,
+    cm_accepted: Option<cm::Accepted>,
     rc_counters: [u32; 5],
     events: Deque<DeviceEvent, 8>,
     counters: GvcpCounters,
@@ -284,6 +287,8 @@ impl Device {
                     ^ u32::from(cfg.ip),
                 cfg.orsp_max_pmtu,
             ),
+            cm: None,
+            cm_accepted: None,
             rc_counters: [0; 5],
             events: Deque::new(),
             counters: GvcpCounters::default(),
@@ -1071,6 +1076,83 @@ impl Device {
             self.stop_acquisition();
         }
         outcome
+    }
+
+    /// RDMA CM: a MAD received on QP1 from `src`. A reply MAD, if any, is written to `out` and
+    /// `true` returned. On RTU the ORSP channel connects ([`DeviceEvent::OrspConnect`]); on DREQ it
+    /// disconnects. The listener answers on the ORSP CM_PORT register's port (0 = none: REJ 8).
+    pub fn handle_cm(&mut self, now: Instant, mad: &[u8], out: &mut [u8; cm::MAD_LEN]) -> bool {
+        let port = self.orsp.cm_port();
+        let (dqpn, dpsn) = self.orsp.device_qp();
+        if self.cm.as_ref().is_none_or(|(p, _)| *p != port)
+            || (!self.orsp.is_connected() && self.cm_accepted.is_none())
+        {
+            // (re)arm the listener with the current port, QPN and PSN
+            let mut hello = [0u8; orsp::msg::HELLO_LEN];
+            self.orsp.hello_body(&mut hello);
+            let cfg = ListenerConfig {
+                port,
+                local_qpn: dqpn,
+                starting_psn: dpsn,
+                max_pmtu: self.cfg.orsp_max_pmtu,
+                ca_guid: u64::from_be_bytes([
+                    0x02,
+                    0x52,
+                    0,
+                    0xff,
+                    0xfe,
+                    self.cfg.mac[3],
+                    self.cfg.mac[4],
+                    self.cfg.mac[5],
+                ]),
+                comm_id_seed: dpsn ^ now.0 as u32,
+            };
+            // CM_PORT only changes while disconnected, so nothing established is lost here
+            self.cm = Some((port, CmListener::new(cfg, &hello)));
+        }
+        let Some((_, listener)) = self.cm.as_mut() else {
+            return false;
+        };
+        let (ev, reply) = listener.handle_mad(now, mad, out);
+        match ev {
+            CmEvent::Accepting(a) => self.cm_accepted = Some(a),
+            CmEvent::Established => {
+                if let Some(a) = self.cm_accepted.take()
+                    && let Ok(p) =
+                        self.orsp
+                            .connect_cm(a.remote_qpn, a.remote_psn, a.pmtu, a.remote_gid)
+                {
+                    self.event(DeviceEvent::OrspConnect(p));
+                }
+            }
+            CmEvent::Disconnected => {
+                self.cm_accepted = None;
+                if self.orsp.is_connected() {
+                    self.orsp.disconnect();
+                    self.event(DeviceEvent::OrspDisconnected);
+                }
+            }
+            CmEvent::None | CmEvent::Rejected(_) => {}
+        }
+        reply
+    }
+
+    /// RDMA CM: when the REP should be resent if no RTU has come.
+    pub fn cm_poll_timeout(&self) -> Option<Instant> {
+        self.cm.as_ref().and_then(|(_, l)| l.poll_timeout())
+    }
+
+    /// RDMA CM timer: a REP to resend to the peer of [`Self::handle_cm`] is written to `out` and
+    /// `true` returned. After 15 tries the half-open connection is forgotten.
+    pub fn cm_handle_timeout(&mut self, now: Instant, out: &mut [u8; cm::MAD_LEN]) -> bool {
+        let Some((_, l)) = self.cm.as_mut() else {
+            return false;
+        };
+        let resend = l.handle_timeout(now, out);
+        if !resend && l.poll_timeout().is_none() && !l.connected() {
+            self.cm_accepted = None;
+        }
+        resend
     }
 
     /// ORSP: whether the caller has frame memory free for another frame. While it has none

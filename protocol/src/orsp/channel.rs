@@ -198,7 +198,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     pub fn read_reg(&self, offset: u32, rc_counters: &[u32; 5]) -> Option<u32> {
         Some(match offset {
             regs::ORSP_VERSION => 0x0001_0000,
-            regs::ORSP_CAPS => regs::CAP_RC | (self.max_pmtu << 8),
+            regs::ORSP_CAPS => regs::CAP_RC | regs::CAP_CM | (self.max_pmtu << 8),
             regs::DEVICE_QPN => self.device_qpn,
             regs::DEVICE_SQ_PSN => self.device_sq_psn,
             regs::HOST_SQ_PSN => self.host_sq_psn,
@@ -294,7 +294,10 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
                 }
                 self.write_chunk = v;
             }
-            regs::CM_PORT => self.cm_port = v & 0xffff,
+            regs::CM_PORT => {
+                settable(locked)?;
+                self.cm_port = v & 0xffff;
+            }
             regs::CONTROL => {
                 if v & regs::CONTROL_CLEAR_COUNTERS != 0 {
                     self.counters = OrspCounters::default();
@@ -343,6 +346,63 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             tos: self.tx_tuning as u8,
             host_gid: self.host_gid,
         })
+    }
+
+    /// Connect through the RDMA CM (on RTU): the host's QP, PSN and path MTU came in the REQ,
+    /// and the REP already carried the HELLO body, so no HELLO SEND follows.
+    pub fn connect_cm(
+        &mut self,
+        host_qpn: u32,
+        host_sq_psn: u32,
+        pmtu: Pmtu,
+        host_gid: [u8; 16],
+    ) -> Result<ConnectParams, u16> {
+        if self.is_connected() || pmtu as u32 > self.max_pmtu {
+            return Err(status::BUSY);
+        }
+        self.host_qpn = host_qpn & 0x00ff_ffff;
+        self.host_sq_psn = host_sq_psn & 0x00ff_ffff;
+        self.host_gid = host_gid;
+        self.path_mtu = pmtu as u32;
+        self.tx_seq = 0;
+        self.rx_seq = 0;
+        self.state = State::Connected;
+        self.last_error = 0;
+        Ok(ConnectParams {
+            host_qpn: self.host_qpn,
+            host_sq_psn: self.host_sq_psn,
+            device_qpn: self.device_qpn,
+            device_sq_psn: self.device_sq_psn,
+            pmtu,
+            retry_cnt: (self.retry & 7) as u8,
+            rnr_retry: ((self.retry >> 4) & 7) as u8,
+            timeout: ((self.retry >> 8) & 0x1f) as u8,
+            tos: self.tx_tuning as u8,
+            host_gid,
+        })
+    }
+
+    /// The HELLO body (40 bytes) the RDMA CM REP carries as private data.
+    pub fn hello_body(&self, out: &mut [u8; msg::HELLO_LEN]) {
+        let hello = msg::Hello {
+            orsp_version: 0x0001_0000,
+            caps: regs::CAP_RC | regs::CAP_CM | (self.max_pmtu << 8),
+            max_ctrl_msg: MAX_CTRL_MSG as u32,
+            dev_recv_depth: DEV_RECV_DEPTH,
+            max_buffers: BUFS as u32,
+            path_mtu: Pmtu::from_code(self.path_mtu as u8).map_or(0, |p| p.bytes()),
+        };
+        let _ = hello.emit(out, 0);
+    }
+
+    /// Device QPN and current starting PSN (for the CM REP).
+    pub fn device_qp(&self) -> (u32, u32) {
+        (self.device_qpn, self.device_sq_psn)
+    }
+
+    /// The CM listener port (CM_PORT register; 0 = no listener).
+    pub fn cm_port(&self) -> u16 {
+        self.cm_port as u16
     }
 
     /// DISCONNECT: back to idle from any state, buffers forgotten, HOST_QPN cleared, a new
