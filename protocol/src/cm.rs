@@ -17,6 +17,8 @@ use crate::wire::{Error, Result};
 pub const MAD_LEN: usize = 256;
 /// The MAD header's length.
 pub const MAD_HEADER_LEN: usize = 24;
+/// Where the REP's private data starts, from the end of the MAD header.
+pub const REP_PRIVATE_OFFSET: usize = 36;
 /// Management class of the CM.
 pub const MGMT_CLASS_CM: u8 = 0x07;
 /// CM class version.
@@ -230,7 +232,7 @@ pub fn emit_rep(
     d[26] = (1 << 1) | 1;
     d[27] = (rnr_retry & 7) << 5;
     put_u64(d, 28, local_ca_guid);
-    d[36..36 + private_data.len()].copy_from_slice(private_data);
+    d[REP_PRIVATE_OFFSET..REP_PRIVATE_OFFSET + private_data.len()].copy_from_slice(private_data);
     Ok(())
 }
 
@@ -284,7 +286,9 @@ pub struct ListenerConfig {
     pub port: u16,
     /// Our QPN.
     pub local_qpn: u32,
-    /// Our first send PSN.
+    /// The Starting PSN of our REPs: the PSN the active side (the host) sends with. Linux takes
+    /// the REP's Starting PSN as the active side's `sq_psn` (`cm_rep_handler`) and as the passive
+    /// side's `rq_psn` (`ib_send_cm_rep`); the REQ's is the other direction. Observed on rxe.
     pub starting_psn: u32,
     /// Largest path MTU we accept.
     pub max_pmtu: Pmtu,
@@ -299,8 +303,10 @@ pub struct ListenerConfig {
 pub struct Accepted {
     /// The host's QPN.
     pub remote_qpn: u32,
-    /// The host's first send PSN.
-    pub remote_psn: u32,
+    /// The PSN we send with: the REQ's Starting PSN (the host expects it).
+    pub send_psn: u32,
+    /// The PSN the host sends with: the Starting PSN of our REP.
+    pub recv_psn: u32,
     /// Path MTU.
     pub pmtu: Pmtu,
     /// Retry count the host asked for.
@@ -369,6 +375,17 @@ impl CmListener {
             rep_private: p,
             rep_private_len: n,
             last_rep: [0; MAD_LEN],
+        }
+    }
+
+    /// Overwrite `bytes` at `at` of the REP's private data, in `out` (the REP just written by
+    /// [`Self::handle_mad`]) and in the copy kept for resends; for values known only once the
+    /// REQ is parsed (ORSP puts the negotiated path MTU in its HELLO).
+    pub fn patch_rep_private(&mut self, out: &mut [u8; MAD_LEN], at: usize, bytes: &[u8]) {
+        let start = MAD_HEADER_LEN + REP_PRIVATE_OFFSET + at;
+        if let Some(range) = out.get_mut(start..start + bytes.len()) {
+            range.copy_from_slice(bytes);
+            self.last_rep[start..start + bytes.len()].copy_from_slice(bytes);
         }
     }
 
@@ -467,7 +484,8 @@ impl CmListener {
                 (
                     CmEvent::Accepting(Accepted {
                         remote_qpn: req.local_qpn,
-                        remote_psn: req.starting_psn,
+                        send_psn: req.starting_psn,
+                        recv_psn: self.cfg.starting_psn,
                         pmtu,
                         retry_count: req.retry_count,
                         rnr_retry: req.rnr_retry,

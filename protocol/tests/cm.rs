@@ -102,12 +102,13 @@ fn accept_duplicate_rtu_disconnect_and_reconnect() {
     assert_eq!(
         (
             a.remote_qpn,
-            a.remote_psn,
+            a.send_psn,
+            a.recv_psn,
             a.pmtu,
             a.retry_count,
             a.rnr_retry
         ),
-        (0x11, 0xabcd, Pmtu::Mtu4096, 7, 7)
+        (0x11, 0xabcd, 0x4567, Pmtu::Mtu4096, 7, 7)
     );
     let rep = rep.unwrap();
     let h = MadHeader::parse(&rep).unwrap();
@@ -244,4 +245,50 @@ proptest! {
         let _ = l.handle_mad(Instant::ZERO, &m, &mut out);
         let _ = l.handle_mad(Instant::ZERO, &msg(attr::RTU, 0, (0x1122_3344, 0)), &mut out);
     }
+}
+
+/// The REQ Linux's kernel CM sent for an `rdma_connect()` over rdma_rxe (captured in the VM).
+fn linux_req_mad() -> Vec<u8> {
+    include_str!("../../testdata/cm-linux-req.txt")
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap()
+        .split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_real_linux_req_parses_and_is_accepted_with_linux_psn_semantics() {
+    let mad = linux_req_mad();
+    assert_eq!(mad.len(), MAD_LEN);
+    let h = MadHeader::parse(&mad).unwrap();
+    assert_eq!(
+        (h.mgmt_class, h.class_version, h.attr_id),
+        (7, 2, attr::REQ)
+    );
+    let r = Req::parse(&mad[24..]).unwrap();
+    assert_eq!(r.service_id, 0x0106_1d2f, "RDMA_PS_TCP port 7471");
+    assert_eq!((r.local_qpn, r.starting_psn), (0x12, 0x70_ac0c));
+    assert_eq!((r.transport, r.path_mtu), (0, Pmtu::Mtu1024 as u8));
+    assert_eq!(&r.local_gid[10..], &[0xff, 0xff, 198, 18, 0, 1]);
+    assert_eq!(&r.remote_gid[10..], &[0xff, 0xff, 198, 18, 0, 2]);
+    let cma = CmaHeader::parse(&r.private_data).expect("rdma_cm's private-data header");
+    assert_eq!(cma.src.to_string(), "198.18.0.1");
+    assert_eq!(cma.dst.to_string(), "198.18.0.2");
+
+    let mut l = listener();
+    let (ev, rep) = handle(&mut l, 0, &mad);
+    let CmEvent::Accepting(a) = ev else {
+        panic!("{ev:?}")
+    };
+    // In the captured session the camera's first SEND carried PSN 0x70ac0c (this REQ's) and the
+    // host's first SEND the REP's Starting PSN: so we send with the REQ's, the host with ours.
+    assert_eq!((a.send_psn, a.recv_psn), (0x70_ac0c, 0x4567));
+    assert_eq!(a.pmtu, Pmtu::Mtu1024);
+    let rep = rep.unwrap();
+    assert_eq!(
+        u32::from_be_bytes(rep[24 + 20..24 + 24].try_into().unwrap()) >> 8,
+        0x4567
+    );
 }

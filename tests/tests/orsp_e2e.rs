@@ -512,13 +512,14 @@ fn a_host_connects_through_the_rdma_cm_streams_and_disconnects() {
     let rep_pkt = w.cm_inbox.pop().unwrap();
     let rep = mad_of(&rep_pkt);
     let dqpn = w.read(oregs::BASE + oregs::DEVICE_QPN);
-    let dpsn = w.read(oregs::BASE + oregs::DEVICE_SQ_PSN);
+    // Linux semantics (cm_rep_handler): the REP's Starting PSN is the one the host sends with;
+    // the REQ's (0xabcd) the one the camera sends with
+    let host_psn = be32(&rep, 44) >> 8;
     assert_eq!(&rep[..4], &[1, 0x07, 2, 0x03]);
     assert_eq!(u16::from_be_bytes([rep[16], rep[17]]), 0x0013, "REP");
     assert_eq!(u64::from_be_bytes(rep[8..16].try_into().unwrap()), REQ_TID);
     assert_eq!(be32(&rep, 28), REQ_COMM_ID, "REP answers the REQ's comm ID");
     assert_eq!(be32(&rep, 36) >> 8, dqpn, "local QPN = DEVICE_QPN");
-    assert_eq!(be32(&rep, 44) >> 8, dpsn, "starting PSN = DEVICE_SQ_PSN");
     // private data: the HELLO message (ORSP §6)
     let hello = &rep[24 + 36..24 + 36 + 40];
     assert_eq!(&hello[..4], b"ORSP");
@@ -539,7 +540,7 @@ fn a_host_connects_through_the_rdma_cm_streams_and_disconnects() {
         );
         assert_eq!(
             u32::from_str_radix(f[4].trim_start_matches("0x"), 16).unwrap(),
-            dpsn,
+            host_psn,
             "{rows:?}"
         );
         assert_eq!(f[7], "", "not malformed: {rows:?}");
@@ -548,7 +549,20 @@ fn a_host_connects_through_the_rdma_cm_streams_and_disconnects() {
 
     // RTU → connected; the host brings its QP up with what the REP said
     let cam_comm = be32(&rep, 24);
-    w.host.connect(dqpn, dpsn, Pmtu::Mtu4096);
+    w.host = OrspHost::new(HostConfig {
+        host_ip: CM_HOST.into(),
+        camera_ip: CM_CAM.into(),
+        host_qpn: 0x11,
+        host_sq_psn: host_psn,
+        buffers: 16,
+        buffer_size: (W * H) as usize,
+        tx_port: 0xc002,
+        camera_rx_port: 4791,
+        seed: 5,
+        pattern: Pattern::Gradient,
+        requeue: true,
+    });
+    w.host.connect(dqpn, 0xabcd, Pmtu::Mtu4096);
     let rtu = hand_mad(0x0014, REQ_TID, REQ_COMM_ID, cam_comm, &[]);
     w.cam.handle_datagram(w.now, &ud_to_camera(&rtu, 1));
     assert!(w.cam.connected(), "RTU connects the ORSP channel");
@@ -557,6 +571,8 @@ fn a_host_connects_through_the_rdma_cm_streams_and_disconnects() {
         0x11,
         "QPN of the REQ"
     );
+    assert_eq!(w.read(oregs::BASE + oregs::DEVICE_SQ_PSN), 0xabcd);
+    assert_eq!(w.read(oregs::BASE + oregs::HOST_SQ_PSN), host_psn);
     w.host.announce();
     w.start(20);
     w.run_until(

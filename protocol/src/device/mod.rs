@@ -1115,12 +1115,21 @@ impl Device {
         };
         let (ev, reply) = listener.handle_mad(now, mad, out);
         match ev {
-            CmEvent::Accepting(a) => self.cm_accepted = Some(a),
+            CmEvent::Accepting(a) => {
+                // the HELLO states the path MTU this connection will use
+                let pmtu = a.pmtu.bytes().to_be_bytes();
+                listener.patch_rep_private(out, orsp::msg::HELLO_PATH_MTU_OFFSET, &pmtu);
+                self.cm_accepted = Some(a);
+            }
             CmEvent::Established => {
                 if let Some(a) = self.cm_accepted.take()
-                    && let Ok(p) =
-                        self.orsp
-                            .connect_cm(a.remote_qpn, a.remote_psn, a.pmtu, a.remote_gid)
+                    && let Ok(p) = self.orsp.connect_cm(
+                        a.remote_qpn,
+                        a.recv_psn,
+                        a.send_psn,
+                        a.pmtu,
+                        a.remote_gid,
+                    )
                 {
                     self.event(DeviceEvent::OrspConnect(p));
                 }

@@ -348,12 +348,14 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         })
     }
 
-    /// Connect through the RDMA CM (on RTU): the host's QP, PSN and path MTU came in the REQ,
-    /// and the REP already carried the HELLO body, so no HELLO SEND follows.
+    /// Connect through the RDMA CM (on RTU): the host's QPN, our send PSN and the path MTU came
+    /// in the REQ, the host's send PSN in our REP, which also carried the HELLO, so no HELLO SEND
+    /// follows. DEVICE_SQ_PSN becomes `device_sq_psn`.
     pub fn connect_cm(
         &mut self,
         host_qpn: u32,
         host_sq_psn: u32,
+        device_sq_psn: u32,
         pmtu: Pmtu,
         host_gid: [u8; 16],
     ) -> Result<ConnectParams, u16> {
@@ -362,6 +364,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         }
         self.host_qpn = host_qpn & 0x00ff_ffff;
         self.host_sq_psn = host_sq_psn & 0x00ff_ffff;
+        self.device_sq_psn = device_sq_psn & 0x00ff_ffff;
         self.host_gid = host_gid;
         self.path_mtu = pmtu as u32;
         self.tx_seq = 0;
@@ -398,6 +401,11 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// Device QPN and current starting PSN (for the CM REP).
     pub fn device_qp(&self) -> (u32, u32) {
         (self.device_qpn, self.device_sq_psn)
+    }
+
+    /// Set the CM listener port (the CM_PORT register's power-on value).
+    pub fn set_cm_port(&mut self, port: u16) {
+        self.cm_port = u32::from(port);
     }
 
     /// The CM listener port (CM_PORT register; 0 = no listener).

@@ -237,6 +237,8 @@ pub struct Hello {
 
 /// Length of a HELLO message.
 pub const HELLO_LEN: usize = 40;
+/// Offset of the HELLO's path_mtu field (bytes, u32).
+pub const HELLO_PATH_MTU_OFFSET: usize = 36;
 
 impl Hello {
     /// Write a HELLO message; returns its length.
