@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use pcap_file::DataLink;
 use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 use rdmacam_protocol::wire::{AethRepr, AethSyndrome, BthRepr, NakCode, bth, icrc, udp};
 use serde::Serialize;
@@ -90,6 +91,9 @@ struct Summary {
     roce_packets: u64,
     icrc_good: u64,
     icrc_bad: u64,
+    /// Received packets whose IP header `rdmacam run --pcap` rebuilt and whose ICRC, computed
+    /// with identification 0, did not match: the sender used another identification.
+    icrc_unverifiable: u64,
     other_packets: u64,
 }
 
@@ -315,8 +319,17 @@ fn describe(
     }
 }
 
-/// Every frame of a capture with its link type, in order.
-fn frames(path: &Path) -> Result<Vec<(DataLink, Vec<u8>)>, String> {
+/// How `rdmacam run --pcap` marks received packets whose IP/UDP header it rebuilt.
+const RECONSTRUCTED_PREFIX: &str = "received on a UDP socket";
+
+/// One captured frame: link type, bytes, and whether its headers were reconstructed by
+/// `rdmacam run --pcap` (received on a UDP socket: the IP identification the ICRC covers is not
+/// known, so a mismatch there proves nothing).
+type Captured = (DataLink, Vec<u8>, bool);
+
+/// Every frame of a capture with its link type, in order, and a warning if the capture ends in a
+/// cut block (its writer was killed): the packets before it are still returned, as tshark does.
+fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
     let mut file = BufReader::new(
         File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?,
     );
@@ -327,13 +340,33 @@ fn frames(path: &Path) -> Result<Vec<(DataLink, Vec<u8>)>, String> {
     let bad =
         |e: pcap_file::PcapError| format!("{} is not a readable capture: {e}", path.display());
     let mut out = Vec::new();
+    let cut = |n: usize, e: pcap_file::PcapError| {
+        format!(
+            "{} ends in a cut packet after {n} whole ones (was its writer killed?): {e}",
+            path.display()
+        )
+    };
     if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
         let mut r = PcapNgReader::new(file).map_err(bad)?;
         while let Some(block) = r.next_block() {
-            let (iface, data) = match block.map_err(bad)? {
-                Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned()),
-                Block::SimplePacket(p) => (0, p.data.into_owned()),
-                Block::Packet(p) => (u32::from(p.interface_id), p.data.into_owned()),
+            let block = match block {
+                Ok(b) => b,
+                Err(e) if !out.is_empty() => {
+                    let w = cut(out.len(), e);
+                    return Ok((out, Some(w)));
+                }
+                Err(e) => return Err(bad(e)),
+            };
+            let (iface, data, rebuilt) = match block {
+                Block::EnhancedPacket(p) => {
+                    let rebuilt = p.options.iter().any(|o| {
+                        matches!(o, EnhancedPacketOption::Comment(c)
+                            if c.starts_with(RECONSTRUCTED_PREFIX))
+                    });
+                    (p.interface_id, p.data.into_owned(), rebuilt)
+                }
+                Block::SimplePacket(p) => (0, p.data.into_owned(), false),
+                Block::Packet(p) => (u32::from(p.interface_id), p.data.into_owned(), false),
                 _ => continue,
             };
             let link = r
@@ -341,22 +374,34 @@ fn frames(path: &Path) -> Result<Vec<(DataLink, Vec<u8>)>, String> {
                 .get(iface as usize)
                 .map(|i| i.linktype)
                 .ok_or_else(|| format!("{}: packet names a missing interface", path.display()))?;
-            out.push((link, data));
+            out.push((link, data, rebuilt));
         }
     } else {
         let mut r = PcapReader::new(file).map_err(bad)?;
         let link = r.header().datalink;
         while let Some(p) = r.next_packet() {
-            out.push((link, p.map_err(bad)?.data.into_owned()));
+            match p {
+                Ok(p) => out.push((link, p.data.into_owned(), false)),
+                Err(e) if !out.is_empty() => {
+                    let w = cut(out.len(), e);
+                    return Ok((out, Some(w)));
+                }
+                Err(e) => return Err(bad(e)),
+            }
         }
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 /// Run the subcommand; the exit code follows the documented contract (0 good, 1 bad, 2 unreadable).
 pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
     let frames = match frames(path) {
-        Ok(f) => f,
+        Ok((f, warning)) => {
+            if let Some(w) = warning {
+                eprintln!("rdmacam inspect: warning: {w}");
+            }
+            f
+        }
         Err(e) => {
             eprintln!("rdmacam inspect: {e}");
             return ExitCode::from(2);
@@ -364,12 +409,15 @@ pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
     };
     let mut sum = Summary::default();
     let mut out = String::new();
-    for (i, (link, data)) in frames.iter().enumerate() {
+    for (i, (link, data, rebuilt)) in frames.iter().enumerate() {
         match analyze(i as u64 + 1, *link, data, port) {
-            Some(p) => {
+            Some(mut p) => {
                 sum.roce_packets += 1;
                 if p.icrc == "ok" {
                     sum.icrc_good += 1;
+                } else if *rebuilt {
+                    p.icrc = "unverifiable";
+                    sum.icrc_unverifiable += 1;
                 } else {
                     sum.icrc_bad += 1;
                 }
@@ -389,8 +437,19 @@ pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
     } else {
         writeln!(
             out,
-            "summary: {} RoCE packets, {} with a good ICRC, {} with a bad ICRC, {} other packets skipped",
-            sum.roce_packets, sum.icrc_good, sum.icrc_bad, sum.other_packets
+            "summary: {} RoCE packets, {} with a good ICRC, {} with a bad ICRC, {} other packets skipped{}",
+            sum.roce_packets,
+            sum.icrc_good,
+            sum.icrc_bad,
+            sum.other_packets,
+            if sum.icrc_unverifiable > 0 {
+                format!(
+                    "; {} received packets unverifiable (their IP header was rebuilt, the sender's IP identification is unknown)",
+                    sum.icrc_unverifiable
+                )
+            } else {
+                String::new()
+            }
         )
         .unwrap();
     }

@@ -172,13 +172,17 @@ impl RoceSocket {
 
     /// Write every packet sent and received to a pcapng file at `path`.
     pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
-        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::blocks::interface_description::{
+            InterfaceDescriptionBlock, InterfaceDescriptionOption,
+        };
         let f = std::io::BufWriter::new(std::fs::File::create(path)?);
         let mut w = pcap_file::pcapng::PcapNgWriter::new(f).map_err(std::io::Error::other)?;
         w.write_pcapng_block(InterfaceDescriptionBlock {
             linktype: pcap_file::DataLink::RAW,
             snaplen: 0,
-            options: vec![],
+            // pcap-file writes Enhanced Packet timestamps in nanoseconds: say so, or readers
+            // take the default microseconds and show times 1000 times too large
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
         })
         .map_err(std::io::Error::other)?;
         self.capture = Some(Capture {
