@@ -4,7 +4,11 @@
 #  - aravis tools + GObject bindings: a GigE Vision host no one here wrote, for the camera tests
 #  - iproute2, nftables: network namespaces and random loss for the lossy-link tests
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
+# With --vm (root only): also qemu, rdma-core/pyverbs and a Debian kernel with rdma_rxe, for the
+# Soft-RoCE VM tests (hil/vm/README.md); about a minute and 200 MB of downloads.
 set -euo pipefail
+VM=0
+[ "${1:-}" = "--vm" ] && VM=1
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="tshark aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables"
@@ -20,4 +24,8 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null
 rustup target add thumbv7em-none-eabihf armv7a-none-eabi >/dev/null
+if [ "$VM" = 1 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "setup.sh --vm must run as root (qemu's 9p export of /)" >&2; exit 1; }
+  "$(dirname "$0")/../hil/vm/build-image.sh" --install-deps
+fi
 echo "setup: ok ($(tshark --version | head -1), $(cargo --version))"

@@ -71,6 +71,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         loss: o.loss,
         pcap: None,
         roce_ip: None,
+        cm_port: 0,
     };
     let camera = {
         let stop = stop_camera.clone();

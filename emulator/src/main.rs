@@ -141,6 +141,10 @@ struct RunArgs {
     /// IPv6 GID to OrspHostGid). GVCP stays IPv4, as GigE Vision is.
     #[arg(long)]
     roce_ip: Option<std::net::IpAddr>,
+    /// Answer RDMA CM connection requests (rdma_connect) for this TCP-port-space port from the
+    /// start, without a host writing OrspCmPort first (0 = only after that write).
+    #[arg(long, default_value_t = 0)]
+    cm_port: u16,
 }
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
@@ -229,6 +233,7 @@ fn main() -> ExitCode {
                 loss: 0.0,
                 pcap: a.pcap,
                 roce_ip: a.roce_ip,
+                cm_port: a.cm_port,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

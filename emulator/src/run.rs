@@ -63,6 +63,9 @@ pub struct RunOptions {
     pub pcap: Option<std::path::PathBuf>,
     /// RoCEv2 address if not `ip` (IPv6 allowed).
     pub roce_ip: Option<std::net::IpAddr>,
+    /// Port the RDMA CM listener answers on from the start (the ORSP CM_PORT register; 0 = none
+    /// until a host writes one).
+    pub cm_port: u16,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -143,7 +146,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
 
         host_rx: opts.host_roce_port,
     };
-    let mut cam = CameraCore::new(Device::new(cfg), opts.seed, ports);
+    let mut device = Device::new(cfg);
+    device.orsp().set_cm_port(opts.cm_port);
+    let mut cam = CameraCore::new(device, opts.seed, ports);
     if let Some(a) = opts.roce_ip {
         cam = cam.with_roce_address(a);
     }
