@@ -292,3 +292,94 @@ fn a_real_linux_req_parses_and_is_accepted_with_linux_psn_semantics() {
         0x4567
     );
 }
+
+/// Which copies of a MAD the channel delivers: lose it, deliver it, or deliver it twice.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    Lost,
+    Once,
+    Twice,
+}
+
+fn fate() -> impl Strategy<Value = Fate> {
+    prop_oneof![2 => Just(Fate::Lost), 5 => Just(Fate::Once), 1 => Just(Fate::Twice)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// An active side modelled on the IB CM (REQ resent every second until a REP; RTU sent for
+    /// every REP, duplicates included) over a channel that loses and duplicates MADs in both
+    /// directions until `calm`, then delivers. The listener connects exactly once, with the
+    /// REQ's parameters, and both sides agree on the communication IDs.
+    #[test]
+    fn lost_and_duplicated_req_rep_rtu_still_connect_once(
+        fates in proptest::collection::vec(fate(), 0..40),
+    ) {
+        let mut l = listener();
+        let req = req_mad();
+        let mut fates = fates.into_iter();
+        let mut deliver = |n: &mut u32| match fates.next().unwrap_or(Fate::Once) {
+            Fate::Lost => *n = 0,
+            Fate::Once => *n = 1,
+            Fate::Twice => *n = 2,
+        };
+        let (mut accepted, mut established) = (Vec::new(), 0);
+        let mut active_connected: Option<u32> = None; // the camera's comm ID, from the REP
+        let mut t = 0u64;
+        let mut next_req = 0u64;
+        let mut out = [0u8; 256];
+        while t < 120_000 && !(l.connected() && active_connected.is_some()) {
+            let mut to_active: Vec<[u8; 256]> = Vec::new();
+            // the active side's REQ timer
+            if active_connected.is_none() && t >= next_req {
+                next_req = t + 1000;
+                let mut n = 0;
+                deliver(&mut n);
+                for _ in 0..n {
+                    let (ev, rep) = handle(&mut l, t, &req);
+                    match ev {
+                        CmEvent::Accepting(a) => accepted.push(a),
+                        CmEvent::None => {}
+                        other => panic!("unexpected {other:?}"),
+                    }
+                    to_active.extend(rep);
+                }
+            }
+            // the listener's REP timer
+            if l.poll_timeout().is_some_and(|d| Instant::from_millis(t) >= d)
+                && l.handle_timeout(Instant::from_millis(t), &mut out)
+            {
+                to_active.push(out);
+            }
+            // the active side answers every REP that reaches it with an RTU
+            for rep in to_active {
+                let mut n = 0;
+                deliver(&mut n);
+                if n == 0 {
+                    continue;
+                }
+                let (ours, theirs) = comm_ids(&rep[24..]).unwrap();
+                prop_assert_eq!(theirs, 0x1122_3344);
+                prop_assert!(active_connected.is_none_or(|c| c == ours), "one camera comm ID");
+                active_connected = Some(ours);
+                let rtu = msg(attr::RTU, 0x0000_0001_0000_0001, (0x1122_3344, ours));
+                let mut m = 0;
+                deliver(&mut m);
+                for _ in 0..m {
+                    let (ev, reply) = handle(&mut l, t, &rtu);
+                    prop_assert!(reply.is_none());
+                    if ev == CmEvent::Established {
+                        established += 1;
+                    }
+                }
+            }
+            t += 100;
+        }
+        prop_assert!(l.connected(), "connected within the retries");
+        prop_assert_eq!(established, 1, "established exactly once");
+        prop_assert!(!accepted.is_empty());
+        prop_assert!(accepted.iter().all(|a| *a == accepted[0]), "one set of parameters");
+        prop_assert_eq!((accepted[0].remote_qpn, accepted[0].send_psn), (0x11, 0xabcd));
+    }
+}
