@@ -1,1 +1,36 @@
-//! End-to-end scenarios live in `tests/tests/`.
+//! End-to-end scenarios live in `tests/tests/`; this library holds what they share.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Whether tshark is installed; prints why a check is skipped when it is not.
+pub fn have_tshark() -> bool {
+    let ok = Command::new("tshark").arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("SKIPPED: tshark is not installed (apt-get install tshark); CI installs it");
+    }
+    ok
+}
+
+/// Wireshark's reading of a capture: one row per packet, one string per field (`tshark -T
+/// fields`, empty when the packet lacks the field).
+pub fn tshark_fields(capture: &Path, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-n", "-r"])
+        .arg(capture)
+        .args(["-T", "fields", "-E", "separator=|"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("tshark writes UTF-8")
+        .lines()
+        .map(|l| l.split('|').map(str::to_owned).collect())
+        .collect()
+}

@@ -446,12 +446,7 @@ fn ud_to_camera(mad: &[u8], psn: u32) -> Vec<u8> {
 fn tshark_cm(packets: &[Vec<u8>]) -> Option<Vec<String>> {
     use pcap_file::DataLink;
     use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-    if std::process::Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("tshark not installed: Wireshark cross-check skipped (CI installs it)");
+    if !rdmacam_tests::have_tshark() {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -466,11 +461,7 @@ fn tshark_cm(packets: &[Vec<u8>]) -> Option<Vec<String>> {
             .unwrap();
     }
     drop(w);
-    let mut cmd = std::process::Command::new("tshark");
-    cmd.args(["-n", "-r"])
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=|"]);
-    for f in [
+    let fields = [
         "infiniband.mad.attributeid",
         "infiniband.mad.transactionid",
         "infiniband.cm.rep.remotecommid",
@@ -479,20 +470,11 @@ fn tshark_cm(packets: &[Vec<u8>]) -> Option<Vec<String>> {
         "infiniband.cm.rej.remotecommid",
         "infiniband.cm.rej.reason",
         "_ws.malformed",
-    ] {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ];
     Some(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
+        rdmacam_tests::tshark_fields(&path, &fields)
+            .into_iter()
+            .map(|r| r.join("|"))
             .collect(),
     )
 }

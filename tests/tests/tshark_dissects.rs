@@ -5,7 +5,6 @@
 //! Skipped with a message when tshark is not installed (CI installs it).
 
 use std::net::Ipv4Addr;
-use std::process::Command;
 use std::time::Duration;
 
 use pcap_file::DataLink;
@@ -179,8 +178,7 @@ fn num(s: &str) -> u64 {
 
 #[test]
 fn tshark_dissects_emitted_packets_as_intended() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: tshark is not installed (apt-get install tshark); CI installs it");
+    if !rdmacam_tests::have_tshark() {
         return;
     }
     let (frames, expect) = build();
@@ -215,21 +213,12 @@ fn tshark_dissects_emitted_packets_as_intended() {
         "_ws.malformed",
         "_ws.expert",
     ];
-    let mut cmd = Command::new("tshark");
-    cmd.args(["-n", "-r"])
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=|"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
+    let owned = rdmacam_tests::tshark_fields(&path, &fields);
+    let rows: Vec<Vec<&str>> = owned
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    let text = format!("{rows:?}");
     assert_eq!(rows.len(), expect.len(), "{text}");
     for (i, (row, e)) in rows.iter().zip(&expect).enumerate() {
         let ctx = format!("frame {}: {:?}", i + 1, row);

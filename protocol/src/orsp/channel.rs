@@ -321,31 +321,10 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             return Err(status::INVALID_PARAMETER);
         }
         let pmtu = Pmtu::from_code(self.path_mtu as u8).ok_or(status::INVALID_PARAMETER)?;
-        self.tx_seq = 0;
-        self.rx_seq = 0;
-        self.state = State::Connected;
-        self.last_error = 0;
-        let hello = msg::Hello {
-            orsp_version: 0x0001_0000,
-            caps: regs::CAP_RC | (self.max_pmtu << 8),
-            max_ctrl_msg: MAX_CTRL_MSG as u32,
-            dev_recv_depth: DEV_RECV_DEPTH,
-            max_buffers: BUFS as u32,
-            path_mtu: pmtu.bytes(),
-        };
+        let params = self.enter_connected(pmtu);
+        let hello = self.hello(pmtu.bytes());
         self.send_message(true, |b, seq| hello.emit(b, seq).map_err(|_| ()));
-        Ok(ConnectParams {
-            host_qpn: self.host_qpn,
-            host_sq_psn: self.host_sq_psn,
-            device_qpn: self.device_qpn,
-            device_sq_psn: self.device_sq_psn,
-            pmtu,
-            retry_cnt: (self.retry & 7) as u8,
-            rnr_retry: ((self.retry >> 4) & 7) as u8,
-            timeout: ((self.retry >> 8) & 0x1f) as u8,
-            tos: self.tx_tuning as u8,
-            host_gid: self.host_gid,
-        })
+        Ok(params)
     }
 
     /// Connect through the RDMA CM (on RTU): the host's QPN, our send PSN and the path MTU came
@@ -367,11 +346,16 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.device_sq_psn = device_sq_psn & 0x00ff_ffff;
         self.host_gid = host_gid;
         self.path_mtu = pmtu as u32;
+        Ok(self.enter_connected(pmtu))
+    }
+
+    /// Both ways of connecting end here: sequence numbers from 0, state connected.
+    fn enter_connected(&mut self, pmtu: Pmtu) -> ConnectParams {
         self.tx_seq = 0;
         self.rx_seq = 0;
         self.state = State::Connected;
         self.last_error = 0;
-        Ok(ConnectParams {
+        ConnectParams {
             host_qpn: self.host_qpn,
             host_sq_psn: self.host_sq_psn,
             device_qpn: self.device_qpn,
@@ -381,21 +365,27 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             rnr_retry: ((self.retry >> 4) & 7) as u8,
             timeout: ((self.retry >> 8) & 0x1f) as u8,
             tos: self.tx_tuning as u8,
-            host_gid,
-        })
+            host_gid: self.host_gid,
+        }
     }
 
-    /// The HELLO body (40 bytes) the RDMA CM REP carries as private data.
-    pub fn hello_body(&self, out: &mut [u8; msg::HELLO_LEN]) {
-        let hello = msg::Hello {
+    /// The HELLO this channel sends (CONNECT) or puts in its CM REP.
+    fn hello(&self, path_mtu: u32) -> msg::Hello {
+        msg::Hello {
             orsp_version: 0x0001_0000,
             caps: regs::CAP_RC | regs::CAP_CM | (self.max_pmtu << 8),
             max_ctrl_msg: MAX_CTRL_MSG as u32,
             dev_recv_depth: DEV_RECV_DEPTH,
             max_buffers: BUFS as u32,
-            path_mtu: Pmtu::from_code(self.path_mtu as u8).map_or(0, |p| p.bytes()),
-        };
-        let _ = hello.emit(out, 0);
+            path_mtu,
+        }
+    }
+
+    /// The HELLO message (40 bytes) the RDMA CM REP carries as private data; its path MTU is
+    /// the current PATH_MTU (the device patches in the REQ's once it is known).
+    pub fn hello_body(&self, out: &mut [u8; msg::HELLO_LEN]) {
+        let pmtu = Pmtu::from_code(self.path_mtu as u8).map_or(0, |p| p.bytes());
+        let _ = self.hello(pmtu).emit(out, 0);
     }
 
     /// Device QPN and current starting PSN (for the CM REP).
