@@ -6,7 +6,7 @@ set -u
 BIN=${RDMACAM_BIN:-$LAB/../../target/release/rdmacam}
 OUT=${OUT:-/out}
 ip netns exec cam "$BIN" run --ip 198.18.0.2 --transport udp --cm-port 7471 \
-    --width 256 --height 64 --fps 100 --pcap "$OUT/cm-camera.pcapng" >"$OUT/cm-camera.log" 2>&1 &
+    --width 256 --height 64 --fps 25 --pcap "$OUT/cm-camera.pcapng" >"$OUT/cm-camera.log" 2>&1 &
 cam=$!
 for _ in $(seq 50); do
   ip netns exec cam ss -lun | grep -q ':3956 ' && break

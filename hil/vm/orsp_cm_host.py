@@ -8,12 +8,16 @@ from docs/virtual-camera.md (first 8 bytes the frame counter big-endian, Mono8 g
 sends the REQ, the camera's REP private data must be the HELLO message, rdma_disconnect() sends
 the DREQ.
 
-Usage: orsp_cm_host.py HOST_IP CAMERA_IP CM_PORT FRAMES
+Usage: orsp_cm_host.py HOST_IP CAMERA_IP CM_PORT FRAMES [LOSS_PERCENT]
+The second connection streams with netem dropping LOSS_PERCENT (default 1) of the packets in
+both directions on the veth pair, so the camera's RC requester recovers from real rxe NAKs and
+timeouts (the CM exchange itself runs without loss).
 Prints one "CHECK ok|FAIL name: detail" line per check; exit status 0 only if all passed.
 """
 
 import collections
 import socket
+import subprocess
 import struct
 import sys
 import time
@@ -24,15 +28,18 @@ from pyverbs.cmid import CMID, AddrInfo, CMEvent, CMEventChannel, ConnParam
 from pyverbs.qp import QPCap, QPInitAttr
 
 HOST, CAM, CM_PORT, FRAMES = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+LOSS = sys.argv[5] if len(sys.argv) > 5 else "1"
 W, H = 256, 64
 FRAME = W * H
-NBUF = 8
+NBUF = 32  # 1.3 s of frames at 25 fps: a slow (TCG, busy CI) host still re-queues in time
 MAGIC = 0x4F525350
 
 # camera registers (docs/virtual-camera.md; bootstrap CCP from GigE Vision)
 CCP, WIDTH, HEIGHT = 0x0A00, 0x1F000, 0x1F004
 ACQ_MODE, ACQ_CMD, FRAME_COUNT = 0x1F018, 0x1F01C, 0x1F044
 ORSP_STATUS = 0x10058
+# OrspRetransmittedPackets, OrspRnrNaks, OrspSequenceNaks, OrspCnps, OrspAckTimeouts
+RC_COUNTERS = [0x1006C, 0x10070, 0x10074, 0x10078, 0x1007C]
 
 failures = 0
 
@@ -81,6 +88,16 @@ class Gvcp:
     def heartbeat(self):
         if time.monotonic() - self.last > 0.5:
             self.read(CCP)
+
+
+def netem(loss):
+    """netem loss on both ends of the veth pair (None: remove)."""
+    for prefix, dev in ((["ip", "netns", "exec", "cam"], "veth1"), ([], "veth0")):
+        if loss is None:
+            cmd = prefix + ["tc", "qdisc", "del", "dev", dev, "root"]
+        else:
+            cmd = prefix + ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "loss", f"{loss}%"]
+        subprocess.run(cmd, check=loss is not None)
 
 
 def header(kind, length, seq):
@@ -241,7 +258,21 @@ def main():
                   other.event == ce.RDMA_CM_EVENT_REJECTED
                   and (other.private or b"").startswith(b"ORSP busy"),
                   f"event {other.event} private {(other.private or b'')[:28]!r}")
-        c.stream(gvcp, FRAMES if attempt == "first" else 10, attempt)
+        if attempt == "first":
+            c.stream(gvcp, FRAMES, attempt)
+        else:
+            before = [gvcp.read(a) for a in RC_COUNTERS]
+            netem(LOSS)
+            try:
+                c.stream(gvcp, 50, f"again at {LOSS} % loss")
+            finally:
+                netem(None)
+            retx, rnr, seq_naks, cnps, timeouts = (
+                gvcp.read(a) - b for a, b in zip(RC_COUNTERS, before))
+            check("the loss was recovered by retransmission",
+                  float(LOSS) == 0 or retx > 0,
+                  f"{retx} packets retransmitted, {seq_naks} sequence NAKs, "
+                  f"{timeouts} ACK timeouts, {rnr} RNR NAKs")
         kind = c.disconnect()
         check(f"{attempt} rdma_disconnect", kind == ce.RDMA_CM_EVENT_DISCONNECTED, f"event {kind}")
         status = gvcp.read(ORSP_STATUS)
