@@ -76,6 +76,7 @@ pub struct CameraCore {
     cm_out: std::collections::VecDeque<Vec<u8>>,
     cm_psn: u32,
     cm_peer: Option<IpAddr>,
+    last_rc: Option<rdmacam_protocol::rc::RequesterCounters>,
     counters: CameraCounters,
     events: Vec<DeviceEvent>,
 }
@@ -108,6 +109,7 @@ impl CameraCore {
             cm_out: Default::default(),
             cm_psn: 0,
             cm_peer: None,
+            last_rc: None,
             counters: CameraCounters::default(),
             events: Vec::new(),
         }
@@ -141,8 +143,12 @@ impl CameraCore {
     }
 
     /// The RC requester's counters, if connected.
+    /// The RC requester's counters: of the live connection, else of the last one.
     pub fn rc_counters(&self) -> Option<rdmacam_protocol::rc::RequesterCounters> {
-        self.qp.as_ref().map(|q| q.requester.counters())
+        self.qp
+            .as_ref()
+            .map(|q| q.requester.counters())
+            .or(self.last_rc)
     }
 
     /// Events since the last call (for logging).
@@ -227,7 +233,7 @@ impl CameraCore {
     }
 
     fn disconnect(&mut self) {
-        self.qp = None;
+        self.last_rc = self.qp.take().map(|q| q.requester.counters());
         self.backlog.clear();
         self.reclaim_frames();
     }

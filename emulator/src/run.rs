@@ -204,6 +204,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         cam.handle_timeout(now());
         for ev in cam.take_events() {
             log_event(&ev);
+            if matches!(ev, DeviceEvent::OrspDisconnected) {
+                log_rc(&cam);
+            }
         }
         if let Some(r) = roce.as_mut() {
             for _ in 0..4096 {
@@ -250,15 +253,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     }
     let s = cam.device().stream_counters();
     let g = cam.device().gvcp_counters();
-    if let Some(rc) = cam.rc_counters() {
-        info!(
-            packets = rc.packets_sent,
-            retransmitted = rc.retransmitted_packets,
-            seq_naks = rc.seq_naks,
-            timeouts = rc.timeouts,
-            "ORSP transport"
-        );
-    }
+    log_rc(&cam);
     info!(
         frames = s.frames_sent,
         packets = s.packets_sent,
@@ -270,6 +265,22 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         "camera stopped"
     );
     Ok(())
+}
+
+/// The ORSP connection's transport counters (live, or of the last connection).
+fn log_rc(cam: &CameraCore) {
+    if let Some(rc) = cam.rc_counters() {
+        let o = cam.device_ref().orsp_channel().counters();
+        info!(
+            frames = o.frames_sent,
+            dropped = o.frames_dropped,
+            packets = rc.packets_sent,
+            retransmitted = rc.retransmitted_packets,
+            seq_naks = rc.seq_naks,
+            timeouts = rc.timeouts,
+            "ORSP transport"
+        );
+    }
 }
 
 fn log_event(ev: &DeviceEvent) {

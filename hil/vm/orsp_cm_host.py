@@ -16,6 +16,7 @@ Prints one "CHECK ok|FAIL name: detail" line per check; exit status 0 only if al
 """
 
 import collections
+import os
 import socket
 import subprocess
 import struct
@@ -29,7 +30,8 @@ from pyverbs.qp import QPCap, QPInitAttr
 
 HOST, CAM, CM_PORT, FRAMES = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 LOSS = sys.argv[5] if len(sys.argv) > 5 else "1"
-W, H = 256, 64
+# image size: small for the scenario; the benchmark (BENCH=1) sets RDMACAM_W/RDMACAM_H
+W, H = int(os.environ.get("RDMACAM_W", 256)), int(os.environ.get("RDMACAM_H", 64))
 FRAME = W * H
 NBUF = 32  # 1.3 s of frames at 25 fps: a slow (TCG, busy CI) host still re-queues in time
 MAGIC = 0x4F525350
@@ -163,12 +165,14 @@ class Conn:
         gvcp.write(ACQ_MODE, 2)
         gvcp.write(FRAME_COUNT, frames)
         gvcp.write(ACQ_CMD, 1)
-        expected = bytes((x + y) % 256 for y in range(H) for x in range(W))
+        ramp = bytes(range(256)) * (W // 256 + 2)
+        expected = b"".join(ramp[y % 256:y % 256 + W] for y in range(H))  # (x + y) mod 256
         good = bad = 0
         counters = []
         blocks = []
         leader_for = {}
         end = None
+        self.first_leader = self.end_time = None
         deadline = time.monotonic() + 60 + frames
         while end is None and time.monotonic() < deadline:
             gvcp.heartbeat()
@@ -187,6 +191,7 @@ class Conn:
                 check(f"{label} message header", False, data[:16].hex())
                 continue
             if kind == 0x01:  # LEADER
+                self.first_leader = self.first_leader or time.monotonic()
                 buf = struct.unpack(">I", data[16:20])[0]
                 leader_for[buf] = struct.unpack(">Q", data[40:48])[0]
             elif kind == 0x02:  # TRAILER: the WRITEs before it are in memory (RC order)
@@ -202,6 +207,7 @@ class Conn:
                 blocks.append(leader_for.pop(buf, None))
                 self.send(0x82, struct.pack(">II", 1, buf))  # QUEUE it again
             elif kind == 0x04:  # STREAM_END
+                self.end_time = time.monotonic()
                 end = struct.unpack(">QII", data[16:32])
             elif kind == 0x03:  # EVENT
                 ev_id, _, detail = struct.unpack(">HHI", data[16:24])
@@ -233,7 +239,25 @@ def hello_ok(pd):
     return ok, f"HELLO version {orsp_version:#x} caps {caps:#x} max_buffers {max_buffers} pmtu {pmtu}"
 
 
+def bench():
+    """BENCH=1: one connection, FRAMES frames of W x H Mono8 as fast as the camera sends them."""
+    gvcp = Gvcp(CAM)
+    gvcp.write(CCP, 2)
+    gvcp.write(WIDTH, W)
+    gvcp.write(HEIGHT, H)
+    c = Conn(CM_PORT)
+    assert c.established(), c.event
+    c.stream(gvcp, FRAMES, "bench")
+    secs = c.end_time - c.first_leader
+    print(f"BENCH orsp frames={FRAMES} bytes={FRAMES * FRAME} seconds={secs:.3f} "
+          f"gbit_per_s={FRAMES * FRAME * 8 / secs / 1e9:.3f}", flush=True)
+    c.disconnect()
+    return 0 if failures == 0 else 1
+
+
 def main():
+    if os.environ.get("BENCH") == "1":
+        return bench()
     gvcp = Gvcp(CAM)
     gvcp.write(CCP, 2)  # take control
     gvcp.write(WIDTH, W)
