@@ -22,6 +22,9 @@ use rdmacam_protocol::rc::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{info, warn};
 
+/// RoCEv2 packets handed to the kernel per `sendmmsg` call.
+const TX_BATCH: usize = 32;
+
 /// Everything `rdmacam run` needs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -168,7 +171,8 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let mut tx = vec![0u8; 2048];
     let mut pkt = vec![0u8; 9216];
     let mut roce_rx = vec![0u8; 65536];
-    let mut roce_tx = Vec::new();
+    let mut roce_tx = vec![Vec::new(); TX_BATCH];
+    let mut tx_len = [0usize; TX_BATCH];
     while !stop.load(Ordering::SeqCst) {
         if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
             break;
@@ -216,13 +220,26 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 busy = true;
                 cam.handle_ib(now(), src, dst, 0, ib);
             }
-            for _ in 0..1024 {
-                let Some(n) = cam.poll_transmit(now(), &mut roce_tx) else {
+            // up to 1024 packets, handed to the kernel TX_BATCH at a time (sendmmsg)
+            for _ in 0..1024 / TX_BATCH {
+                let mut k = 0;
+                while k < TX_BATCH {
+                    let Some(n) = cam.poll_transmit(now(), &mut roce_tx[k]) else {
+                        break;
+                    };
+                    tx_len[k] = n;
+                    k += 1;
+                }
+                if k == 0 {
                     break;
-                };
+                }
                 busy = true;
-                if let Err(e) = r.send(&roce_tx[..n]) {
+                let batch: Vec<&[u8]> = (0..k).map(|i| &roce_tx[i][..tx_len[i]]).collect();
+                if let Err(e) = r.send_many(&batch) {
                     warn!("RoCEv2 send failed: {e}");
+                }
+                if k < TX_BATCH {
+                    break;
                 }
             }
         }

@@ -217,6 +217,87 @@ impl RoceSocket {
     /// like TTL, the IPv6 flow label and the UDP checksum, are masked in the ICRC), so only the
     /// UDP payload is handed over.
     pub fn send(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
+        self.send_many(&[ip_packet])
+    }
+
+    /// Send several RoCEv2 IP packets as [`Self::send`] does, with one `sendmmsg(2)` call for each
+    /// run of packets from the same UDP source port (the QP's entropy port).
+    pub fn send_many(&mut self, packets: &[&[u8]]) -> std::io::Result<()> {
+        let mut batch: Vec<(&[u8], socket2::SockAddr)> = Vec::with_capacity(packets.len());
+        for ip_packet in packets {
+            let (hl, dst, src_port) = Self::addresses(ip_packet)?;
+            if src_port != self.tx_port {
+                self.flush(&batch)?;
+                batch.clear();
+                self.rebind_tx(src_port)?;
+            }
+            if let Some(c) = self.capture.as_mut() {
+                c.write(ip_packet, None);
+            }
+            if self.loss > 0.0 && self.rng.random_bool(self.loss) {
+                self.dropped += 1;
+                continue;
+            }
+            let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
+            batch.push((&ip_packet[hl + 8..], SocketAddr::new(dst, port).into()));
+        }
+        self.flush(&batch)
+    }
+
+    /// `sendmmsg(2)` the datagrams, retrying while the socket buffer is full.
+    fn flush(&self, batch: &[(&[u8], socket2::SockAddr)]) -> std::io::Result<()> {
+        let mut iov: Vec<libc::iovec> = batch
+            .iter()
+            .map(|(d, _)| libc::iovec {
+                iov_base: d.as_ptr().cast_mut().cast(),
+                iov_len: d.len(),
+            })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = batch
+            .iter()
+            .zip(iov.iter_mut())
+            .map(|((_, to), v)| {
+                // SAFETY: an all-zero msghdr is a valid "no control data, no flags" header.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_name = to.as_ptr().cast_mut().cast();
+                h.msg_namelen = to.len();
+                h.msg_iov = v;
+                h.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: h,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        let mut done = 0;
+        while done < msgs.len() {
+            let n = (msgs.len() - done).min(1024);
+            // SAFETY: `msgs[done..done + n]` are initialised headers whose name and iovec
+            // pointers refer to `batch` and `iov`, both alive and unmoved for this call.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.tx.as_raw_fd(),
+                    msgs[done..].as_mut_ptr(),
+                    n as libc::c_uint,
+                    0,
+                )
+            };
+            if r >= 0 {
+                done += r as usize;
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                ErrorKind::WouldBlock | ErrorKind::Interrupted => std::thread::yield_now(),
+                _ if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
+                _ => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Header length, destination and UDP source port of a RoCEv2 IP packet.
+    fn addresses(ip_packet: &[u8]) -> std::io::Result<(usize, IpAddr, u16)> {
         let (hl, dst): (usize, IpAddr) = match ip_packet.first() {
             Some(0x45) if ip_packet.len() >= 28 => (
                 20,
@@ -239,28 +320,7 @@ impl RoceSocket {
             }
         };
         let src_port = u16::from_be_bytes([ip_packet[hl], ip_packet[hl + 1]]);
-        if src_port != self.tx_port {
-            self.rebind_tx(src_port)?;
-        }
-        if let Some(c) = self.capture.as_mut() {
-            c.write(ip_packet, None);
-        }
-        if self.loss > 0.0 && self.rng.random_bool(self.loss) {
-            self.dropped += 1;
-            return Ok(());
-        }
-        let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
-        loop {
-            match self
-                .tx
-                .send_to(&ip_packet[hl + 8..], SocketAddr::new(dst, port))
-            {
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
-                Err(e) => return Err(e),
-            }
-        }
+        Ok((hl, dst, src_port))
     }
 
     /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
