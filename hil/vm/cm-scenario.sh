@@ -17,5 +17,24 @@ rc=$?
 kill $cam 2>/dev/null
 wait $cam 2>/dev/null
 echo "--- camera log (tail)"
-tail -20 "$OUT/cm-camera.log"
+tail -5 "$OUT/cm-camera.log"
+[ $rc -eq 0 ] || exit $rc
+
+# the same over IPv6 GIDs: ORSP on fd00::2, GVCP still IPv4 (on another port)
+ip addr add fd00::1/64 dev veth0 nodad
+ip -n cam addr add fd00::2/64 dev veth1 nodad
+ip netns exec cam "$BIN" run --ip 198.18.0.2 --gvcp-port 3957 --transport udp --cm-port 7471 \
+    --roce-ip fd00::2 --width 256 --height 64 --fps 25 >"$OUT/cm-camera-v6.log" 2>&1 &
+cam=$!
+for _ in $(seq 50); do
+  ip netns exec cam ss -lun | grep -q ':3957 ' && break
+  sleep 0.1
+done
+ONCE=1 ROCE_HOST=fd00::1 ROCE_CAM=fd00::2 GVCP_PORT=3957 timeout 120 \
+    /usr/bin/python3 "$LAB/orsp_cm_host.py" 198.18.0.1 198.18.0.2 7471 20
+rc=$?
+kill $cam 2>/dev/null
+wait $cam 2>/dev/null
+echo "--- IPv6 camera log (tail)"
+tail -5 "$OUT/cm-camera-v6.log"
 exit $rc

@@ -29,6 +29,10 @@ from pyverbs.cmid import CMID, AddrInfo, CMEvent, CMEventChannel, ConnParam
 from pyverbs.qp import QPCap, QPInitAttr
 
 HOST, CAM, CM_PORT, FRAMES = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+# RoCE addresses when not the GVCP ones (IPv6: GVCP stays IPv4, as GigE Vision is)
+ROCE_HOST = os.environ.get("ROCE_HOST", HOST)
+ROCE_CAM = os.environ.get("ROCE_CAM", CAM)
+GVCP_PORT = int(os.environ.get("GVCP_PORT", 3956))
 LOSS = sys.argv[5] if len(sys.argv) > 5 else "1"
 # image size: small for the scenario; the benchmark (BENCH=1) sets RDMACAM_W/RDMACAM_H
 W, H = int(os.environ.get("RDMACAM_W", 256)), int(os.environ.get("RDMACAM_H", 64))
@@ -58,7 +62,7 @@ class Gvcp:
     def __init__(self, cam):
         self.s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.s.settimeout(0.5)
-        self.cam = (cam, 3956)
+        self.cam = (cam, GVCP_PORT)
         self.req = 0
         self.last = 0.0
 
@@ -119,7 +123,8 @@ class Conn:
     def __init__(self, port):
         self.ch = CMEventChannel()
         self.id = CMID(creator=self.ch)
-        ai = AddrInfo(src=HOST, dst=CAM, dst_service=str(port), port_space=ce.RDMA_PS_TCP)
+        ai = AddrInfo(src=ROCE_HOST, dst=ROCE_CAM, dst_service=str(port),
+                      port_space=ce.RDMA_PS_TCP)
         self.id.resolve_addr(ai, 2000)
         kind, _ = next_event(self.ch)
         assert kind == ce.RDMA_CM_EVENT_ADDR_RESOLVED, kind
@@ -239,6 +244,23 @@ def hello_ok(pd):
     return ok, f"HELLO version {orsp_version:#x} caps {caps:#x} max_buffers {max_buffers} pmtu {pmtu}"
 
 
+def once():
+    """ONCE=1: connect, FRAMES frames, disconnect (the IPv6 run)."""
+    gvcp = Gvcp(CAM)
+    gvcp.write(CCP, 2)
+    gvcp.write(WIDTH, W)
+    gvcp.write(HEIGHT, H)
+    c = Conn(CM_PORT)
+    if check(f"rdma_connect to {ROCE_CAM} established", c.established(), f"event {c.event}"):
+        ok, detail = hello_ok(c.private)
+        check(f"{ROCE_CAM}: REP private data is the HELLO", ok, detail)
+        c.stream(gvcp, FRAMES, ROCE_CAM)
+        kind = c.disconnect()
+        check(f"{ROCE_CAM}: rdma_disconnect", kind == ce.RDMA_CM_EVENT_DISCONNECTED, f"event {kind}")
+    print(f"RESULT {'PASS' if failures == 0 else 'FAIL'} ({failures} failed)", flush=True)
+    return 0 if failures == 0 else 1
+
+
 def bench():
     """BENCH=1: one connection, FRAMES frames of W x H Mono8 as fast as the camera sends them."""
     gvcp = Gvcp(CAM)
@@ -258,6 +280,8 @@ def bench():
 def main():
     if os.environ.get("BENCH") == "1":
         return bench()
+    if os.environ.get("ONCE") == "1":
+        return once()
     gvcp = Gvcp(CAM)
     gvcp.write(CCP, 2)  # take control
     gvcp.write(WIDTH, W)
