@@ -205,6 +205,142 @@ impl CmaHeader {
     }
 }
 
+/// What an active side puts in a REQ (RC, RoCEv2, no alternate path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReqParams {
+    /// Transaction ID (reused by the REP, RTU and REJ).
+    pub tid: u64,
+    /// Our communication ID: random, non-zero, new per attempt.
+    pub local_comm_id: u32,
+    /// The passive side's port in the RDMA_PS_TCP space.
+    pub service_port: u16,
+    /// Our CA GUID.
+    pub local_ca_guid: u64,
+    /// Our QPN.
+    pub local_qpn: u32,
+    /// Starting PSN: the one the passive side will send with (Linux semantics, see
+    /// [`ListenerConfig::starting_psn`]).
+    pub starting_psn: u32,
+    /// Path MTU.
+    pub pmtu: Pmtu,
+    /// Our GID and the passive side's (IPv4-mapped for IPv4).
+    pub local_gid: [u8; 16],
+    /// The passive side's GID.
+    pub remote_gid: [u8; 16],
+    /// IP hop limit of the path.
+    pub hop_limit: u8,
+    /// Local ACK timeout exponent (4.096 µs · 2^n).
+    pub local_ack_timeout: u8,
+    /// Our UDP/TCP-space source port for the rdma_cm header.
+    pub cma_src_port: u16,
+}
+
+/// Write an RDMA CM REQ into `mad` (header included): the IBTA REQ with the rdma_cm header
+/// (version 0, the IP version, our port and both addresses) and `user_data` (≤ 56 bytes) as
+/// private data. Retry counts are 7, the CM response timeouts 20 (4.3 s), Max CM Retries 15.
+pub fn emit_req(mad: &mut [u8], p: &ReqParams, user_data: &[u8]) -> Result<()> {
+    if mad.len() < MAD_LEN || user_data.len() > 56 {
+        return Err(Error::BadLength);
+    }
+    mad[..MAD_LEN].fill(0);
+    MadHeader::emit_cm(p.tid, attr::REQ, mad);
+    let d = &mut mad[MAD_HEADER_LEN..MAD_LEN];
+    put_u32(d, 0, p.local_comm_id);
+    put_u64(d, 8, service_id_tcp(p.service_port));
+    put_u64(d, 16, p.local_ca_guid);
+    put_u32(d, 32, (p.local_qpn & 0x00ff_ffff) << 8);
+    // remote CM response timeout 20, transport RC (0), end-to-end flow control
+    d[43] = (20 << 3) | 1;
+    // starting PSN, local CM response timeout 20, retry count 7
+    put_u32(d, 44, ((p.starting_psn & 0x00ff_ffff) << 8) | (20 << 3) | 7);
+    put_u16(d, 48, 0xffff);
+    d[50] = ((p.pmtu as u8) << 4) | 7; // path MTU, no RDC, RNR retry 7
+    d[51] = 15 << 4; // Max CM Retries
+    put_u32(d, 52, 0xffff_ffff); // permissive LIDs (RoCE)
+    d[56..72].copy_from_slice(&p.local_gid);
+    d[72..88].copy_from_slice(&p.remote_gid);
+    d[93] = p.hop_limit;
+    d[94] = u8::from(p.hop_limit <= 1) << 3; // subnet local
+    d[95] = (p.local_ack_timeout & 0x1f) << 3;
+    // rdma_cm header: version 0, IP version, source port, source and destination address
+    let v4 = |g: &[u8; 16]| g[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    let pd = &mut d[140..232];
+    pd[1] = if v4(&p.local_gid) && v4(&p.remote_gid) {
+        4 << 4
+    } else {
+        6 << 4
+    };
+    put_u16(pd, 2, p.cma_src_port);
+    if pd[1] == 4 << 4 {
+        pd[16..20].copy_from_slice(&p.local_gid[12..]);
+        pd[32..36].copy_from_slice(&p.remote_gid[12..]);
+    } else {
+        pd[4..20].copy_from_slice(&p.local_gid);
+        pd[20..36].copy_from_slice(&p.remote_gid);
+    }
+    pd[36..36 + user_data.len()].copy_from_slice(user_data);
+    Ok(())
+}
+
+/// The fields of a REP an active side needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rep {
+    /// The passive side's communication ID.
+    pub local_comm_id: u32,
+    /// Ours, echoed.
+    pub remote_comm_id: u32,
+    /// The passive side's QPN.
+    pub local_qpn: u32,
+    /// Starting PSN: the one we send with (Linux semantics).
+    pub starting_psn: u32,
+    /// RNR retry count it asks for.
+    pub rnr_retry: u8,
+    /// Its CA GUID.
+    pub local_ca_guid: u64,
+}
+
+impl Rep {
+    /// Parse the REP body (MAD bytes 24..); the private data is at
+    /// [`REP_PRIVATE_OFFSET`]..+196.
+    pub fn parse(d: &[u8]) -> Result<Self> {
+        if d.len() < REP_PRIVATE_OFFSET + 196 {
+            return Err(Error::Truncated);
+        }
+        Ok(Rep {
+            local_comm_id: u32_at(d, 0),
+            remote_comm_id: u32_at(d, 4),
+            local_qpn: u32_at(d, 12) >> 8,
+            starting_psn: u32_at(d, 20) >> 8,
+            rnr_retry: d[27] >> 5,
+            local_ca_guid: u64_at(d, 28),
+        })
+    }
+}
+
+/// Write an RTU, DREQ (with the passive side's QPN in `remote_qpn`) or DREP: the two
+/// communication IDs and no private data.
+pub fn emit_ids(
+    mad: &mut [u8],
+    attr_id: u16,
+    tid: u64,
+    local_comm_id: u32,
+    remote_comm_id: u32,
+    remote_qpn: Option<u32>,
+) -> Result<()> {
+    if mad.len() < MAD_LEN {
+        return Err(Error::BadLength);
+    }
+    mad[..MAD_LEN].fill(0);
+    MadHeader::emit_cm(tid, attr_id, mad);
+    let d = &mut mad[MAD_HEADER_LEN..MAD_LEN];
+    put_u32(d, 0, local_comm_id);
+    put_u32(d, 4, remote_comm_id);
+    if let Some(q) = remote_qpn {
+        put_u32(d, 8, (q & 0x00ff_ffff) << 8);
+    }
+    Ok(())
+}
+
 /// Write a REP body into `mad` (header included).
 #[allow(clippy::too_many_arguments)]
 pub fn emit_rep(
@@ -261,14 +397,7 @@ pub fn emit_rej(
 
 /// Write a DREP into `mad`.
 pub fn emit_drep(mad: &mut [u8], tid: u64, local_comm_id: u32, remote_comm_id: u32) -> Result<()> {
-    if mad.len() < MAD_LEN {
-        return Err(Error::BadLength);
-    }
-    mad[..MAD_LEN].fill(0);
-    MadHeader::emit_cm(tid, attr::DREP, mad);
-    put_u32(&mut mad[MAD_HEADER_LEN..], 0, local_comm_id);
-    put_u32(&mut mad[MAD_HEADER_LEN..], 4, remote_comm_id);
-    Ok(())
+    emit_ids(mad, attr::DREP, tid, local_comm_id, remote_comm_id, None)
 }
 
 /// Communication IDs of an RTU, DREQ, DREP or REJ: (sender's local, sender's remote).

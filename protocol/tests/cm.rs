@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use rdmacam_protocol::cm::{
-    CmEvent, CmListener, CmaHeader, ListenerConfig, MAD_LEN, MadHeader, Req, attr, comm_ids, reason,
+    CmEvent, CmListener, CmaHeader, ListenerConfig, MAD_LEN, MadHeader, Rep, Req, ReqParams, attr,
+    comm_ids, emit_ids, emit_req, reason,
 };
 use rdmacam_protocol::rc::Instant;
 use rdmacam_protocol::wire::pmtu::Pmtu;
@@ -382,4 +383,85 @@ proptest! {
         prop_assert!(accepted.iter().all(|a| *a == accepted[0]), "one set of parameters");
         prop_assert_eq!((accepted[0].remote_qpn, accepted[0].send_psn), (0x11, 0xabcd));
     }
+}
+
+#[test]
+fn our_req_is_the_worked_vector_byte_for_byte() {
+    // The active side of the worked example (reference/rocev2.md §5.3): its bytes were written
+    // from the IBTA tables and read back field by field by Wireshark, not by this code.
+    let mapped = |ip: [u8; 4]| {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&ip);
+        g
+    };
+    let p = ReqParams {
+        tid: 0x0000_0001_0000_0001,
+        local_comm_id: 0x1122_3344,
+        service_port: 7471,
+        local_ca_guid: 0x0200_0000_0000_0002,
+        local_qpn: 0x11,
+        starting_psn: 0xabcd,
+        pmtu: Pmtu::Mtu4096,
+        local_gid: mapped([192, 168, 10, 2]),
+        remote_gid: mapped([192, 168, 10, 1]),
+        hop_limit: 64,
+        local_ack_timeout: 18,
+        cma_src_port: 50000,
+    };
+    let mut mad = [0u8; MAD_LEN];
+    emit_req(&mut mad, &p, b"camera-v1").unwrap();
+    let want = req_mad();
+    for (i, (a, b)) in mad.iter().zip(&want).enumerate() {
+        assert_eq!(a, b, "MAD byte {i} (data offset {})", i as isize - 24);
+    }
+    // and the passive side accepts it with the parameters put in
+    let mut l = listener();
+    let (ev, rep) = handle(&mut l, 0, &mad);
+    let CmEvent::Accepting(a) = ev else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(
+        (a.remote_qpn, a.send_psn, a.pmtu),
+        (0x11, 0xabcd, Pmtu::Mtu4096)
+    );
+    let rep = Rep::parse(&rep.unwrap()[24..]).unwrap();
+    assert_eq!(
+        (
+            rep.remote_comm_id,
+            rep.local_qpn,
+            rep.starting_psn,
+            rep.rnr_retry
+        ),
+        (0x1122_3344, 0x123, 0x4567, 7)
+    );
+    // RTU and DREQ from the active side close the loop
+    let mut rtu = [0u8; MAD_LEN];
+    emit_ids(
+        &mut rtu,
+        attr::RTU,
+        p.tid,
+        p.local_comm_id,
+        rep.local_comm_id,
+        None,
+    )
+    .unwrap();
+    assert_eq!(handle(&mut l, 1, &rtu).0, CmEvent::Established);
+    let mut dreq = [0u8; MAD_LEN];
+    emit_ids(
+        &mut dreq,
+        attr::DREQ,
+        9,
+        p.local_comm_id,
+        rep.local_comm_id,
+        Some(0x123),
+    )
+    .unwrap();
+    let (ev, drep) = handle(&mut l, 2, &dreq);
+    assert_eq!(ev, CmEvent::Disconnected);
+    assert_eq!(
+        MadHeader::parse(&drep.unwrap()).unwrap().attr_id,
+        attr::DREP
+    );
 }
