@@ -103,6 +103,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         seed: o.seed,
         fps: Some(o.fps),
         progress: o.progress,
+        cm_port: None,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

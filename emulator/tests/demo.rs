@@ -92,7 +92,7 @@ fn demo_rejects_a_bad_loss_probability() {
 /// the reference host (in process), stop the camera with Ctrl-C, and check the capture with
 /// `rdmacam inspect`: every packet, sent or received, has a good ICRC, and received ones are
 /// marked as reconstructed.
-fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16)) {
+fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16), cm_port: Option<u16>) {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
     let (gvcp, cam_port, host_port) = ports;
@@ -122,7 +122,15 @@ fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16)) {
             "--height",
             "240",
         ])
-        .args(["--fps", "50", "--duration", "20", "--pcap"])
+        .args([
+            "--cm-port",
+            "7471",
+            "--fps",
+            "50",
+            "--duration",
+            "20",
+            "--pcap",
+        ])
         .arg(&pcap)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -144,6 +152,7 @@ fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16)) {
         seed: 1,
         fps: None,
         progress: false,
+        cm_port,
     };
     let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     // Ctrl-C: the camera stops cleanly and flushes its capture
@@ -183,11 +192,76 @@ fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16)) {
 
 #[test]
 fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
-    stream_and_capture("127.0.0.1", (39580, 47930, 47931));
+    stream_and_capture("127.0.0.1", (39580, 47930, 47931), None);
 }
 
 /// ORSP over IPv6 (the host writes its IPv6 GID to OrspHostGid; GVCP stays IPv4).
 #[test]
 fn run_transport_udp_streams_over_ipv6() {
-    stream_and_capture("::1", (39581, 47932, 47933));
+    stream_and_capture("::1", (39581, 47932, 47933), None);
+}
+
+/// The reference host connects with the RDMA CM (`rdmacam-host --connect cm`): REQ, REP with the
+/// HELLO, RTU, frames, DREQ/DREP; over IPv4 and IPv6.
+#[test]
+fn the_reference_host_connects_through_the_rdma_cm() {
+    stream_and_capture("127.0.0.1", (39582, 47934, 47935), Some(7471));
+    stream_and_capture("::1", (39583, 47936, 47937), Some(7471));
+}
+
+/// A host asking for a port nothing listens on gets a REJ and says so.
+#[test]
+fn a_host_asking_the_wrong_cm_port_reports_the_rejection() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let (gvcp, cam_port, host_port) = (39584u16, 47938u16, 47939u16);
+    let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args([
+            "run",
+            "--transport",
+            "udp",
+            "--ip",
+            "127.0.0.1",
+            "--cm-port",
+            "7471",
+        ])
+        .args([
+            "--gvcp-port",
+            &gvcp.to_string(),
+            "--roce-port",
+            &cam_port.to_string(),
+        ])
+        .args([
+            "--host-roce-port",
+            &host_port.to_string(),
+            "--duration",
+            "20",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = rdmacam_hil::run::HostOptions {
+        camera: std::net::Ipv4Addr::LOCALHOST,
+        gvcp_port: gvcp,
+        local: std::net::Ipv4Addr::LOCALHOST,
+        rx_port: host_port,
+        roce_local: None,
+        camera_roce: None,
+        camera_rx_port: cam_port,
+        buffers: 8,
+        frames: Some(5),
+        duration: None,
+        loss: 0.0,
+        seed: 1,
+        fps: None,
+        progress: false,
+        cm_port: Some(7472),
+    };
+    let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let e = format!("{:#}", r.expect_err("a REJ is an error"));
+    assert!(e.contains("rejected") && e.contains("reason 8"), "{e}");
+    assert!(e.contains("port 7472"), "{e}");
 }

@@ -145,9 +145,29 @@ impl OrspHost {
         }
     }
 
+    /// This host's QPN and the PSN it sends with.
+    pub fn qp_numbers(&self) -> (u32, u32) {
+        (self.cfg.host_qpn, self.cfg.host_sq_psn)
+    }
+
     /// Statistics so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Bring the host QP up after an RDMA CM exchange: the camera's QPN from the REP, the PSN
+    /// it sends with (our REQ's), the one we send with (its REP's), and the HELLO the REP carried.
+    pub fn connect_cm(
+        &mut self,
+        device_qpn: u32,
+        device_sq_psn: u32,
+        host_sq_psn: u32,
+        pmtu: Pmtu,
+        hello: Hello,
+    ) {
+        self.cfg.host_sq_psn = host_sq_psn;
+        self.connect(device_qpn, device_sq_psn, pmtu);
+        self.stats.hello = Some(hello);
     }
 
     /// Bring the host QP up for a camera whose DEVICE_QPN/DEVICE_SQ_PSN were read over GVCP.

@@ -5,6 +5,7 @@
 //! * [`sim`] — a deterministic lossy link and a virtual clock that joins a camera's requester to
 //!   a soft host, for tests that control every packet and microsecond.
 
+pub mod cm;
 pub mod host;
 pub mod net;
 pub mod run;

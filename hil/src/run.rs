@@ -49,6 +49,9 @@ pub struct HostOptions {
     pub fps: Option<f32>,
     /// Print live statistics on stderr.
     pub progress: bool,
+    /// Connect with the RDMA CM to this port instead of the GVCP register exchange (the host
+    /// sets OrspCmPort to it when the camera has no listener yet).
+    pub cm_port: Option<u16>,
 }
 
 fn pump(
@@ -75,6 +78,34 @@ fn pump(
     Ok(busy)
 }
 
+/// ORSP §3: the host's QP parameters through GVCP registers, then CONNECT.
+fn connect_registers(
+    o: &HostOptions,
+    gvcp: &mut GvcpClient,
+    host: &mut OrspHost,
+    roce_local: std::net::IpAddr,
+) -> Result<()> {
+    let (host_qpn, host_psn) = host.qp_numbers();
+    gvcp.write(regs::SCDA0, u32::from(o.local))?;
+    if let std::net::IpAddr::V6(gid) = roce_local {
+        for (i, w) in gid.octets().chunks(4).enumerate() {
+            gvcp.write(
+                oregs::BASE + oregs::HOST_GID + 4 * i as u32,
+                u32::from_be_bytes(w.try_into().expect("4")),
+            )?;
+        }
+    }
+    gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
+    gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
+    gvcp.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu4096 as u32)?;
+    let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
+    let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;
+    host.connect(dqpn, dpsn, Pmtu::Mtu4096);
+    gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_CONNECT)
+        .context("camera refused CONNECT")?;
+    Ok(())
+}
+
 /// Connect to the camera over ORSP, stream, check every frame, and summarise.
 pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
     let camera = SocketAddrV4::new(o.camera, o.gvcp_port);
@@ -83,6 +114,16 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         .with_context(|| format!("no camera answered discovery at {camera}"))?;
     gvcp.write(regs::CCP, 2)
         .context("could not take control of the camera (another host has it?)")?;
+    let r = session(o, stop, &mut gvcp);
+    if r.is_err() {
+        // give control back at once, so a retry need not wait for the heartbeat to expire
+        let _ = gvcp.write(regs::CCP, 0);
+    }
+    r
+}
+
+/// Everything after taking control.
+fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Result<Summary> {
     let payload = gvcp.read(regs::PAYLOAD_SIZE)? as usize;
     let pattern = Pattern::from_u32(gvcp.read(regs::TEST_PATTERN)?).unwrap_or(Pattern::Gradient);
     let major = gvcp.read(oregs::BASE + oregs::ORSP_VERSION)? >> 16;
@@ -112,23 +153,35 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         pattern,
         requeue: true,
     });
-    gvcp.write(regs::SCDA0, u32::from(o.local))?;
-    if let std::net::IpAddr::V6(gid) = roce_local {
-        for (i, w) in gid.octets().chunks(4).enumerate() {
-            gvcp.write(
-                oregs::BASE + oregs::HOST_GID + 4 * i as u32,
-                u32::from_be_bytes(w.try_into().expect("4")),
+    let cm_conn = match o.cm_port {
+        Some(port) => {
+            if gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0 {
+                gvcp.write(oregs::BASE + oregs::CM_PORT, u32::from(port))?;
+            }
+            let c = crate::cm::connect(
+                &mut roce,
+                roce_local,
+                camera_roce,
+                o.camera_rx_port,
+                port,
+                host_qpn,
+                host_psn,
+                Pmtu::Mtu4096,
             )?;
+            host.connect_cm(
+                c.device_qpn,
+                c.device_sq_psn,
+                c.host_sq_psn,
+                Pmtu::Mtu4096,
+                c.hello,
+            );
+            Some(c)
         }
+        None => None,
+    };
+    if cm_conn.is_none() {
+        connect_registers(o, gvcp, &mut host, roce_local)?;
     }
-    gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
-    gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
-    gvcp.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu4096 as u32)?;
-    let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
-    let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;
-    host.connect(dqpn, dpsn, Pmtu::Mtu4096);
-    gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_CONNECT)
-        .context("camera refused CONNECT")?;
     let t0 = StdInstant::now();
     let (mut rx, mut tx) = (vec![0u8; 65536], Vec::new());
     while host.stats().hello.is_none() {
@@ -201,7 +254,15 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
-    let _ = gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_DISCONNECT);
+    match &cm_conn {
+        // rdma_disconnect(): DREQ, the camera answers DREP and goes idle
+        Some(c) => {
+            let _ = crate::cm::disconnect(&mut roce, roce_local, camera_roce, o.camera_rx_port, c);
+        }
+        None => {
+            let _ = gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_DISCONNECT);
+        }
+    }
     let _ = gvcp.write(regs::CCP, 0);
     let s = host.stats();
     let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();

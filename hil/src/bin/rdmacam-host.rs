@@ -52,6 +52,19 @@ struct Args {
     /// Print a one-line JSON summary as the last line on stdout.
     #[arg(long)]
     json: bool,
+    /// How to connect: `registers` (ORSP's GVCP register exchange) or `cm` (the RDMA CM:
+    /// REQ/REP/RTU to --cm-port, as rdma_connect() does; DREQ at the end).
+    #[arg(long, value_enum, default_value_t = Connect::Registers)]
+    connect: Connect,
+    /// The camera's RDMA CM port (--connect cm); written to OrspCmPort if the camera has none.
+    #[arg(long, default_value_t = 7471)]
+    cm_port: u16,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Connect {
+    Registers,
+    Cm,
 }
 
 fn main() -> ExitCode {
@@ -79,6 +92,7 @@ fn main() -> ExitCode {
         seed: a.seed,
         fps: a.fps,
         progress: true,
+        cm_port: (a.connect == Connect::Cm).then_some(a.cm_port),
     };
     match run_host(&o, &stop) {
         Ok(s) => s.report(a.json),
