@@ -92,6 +92,31 @@ fn demo_rejects_a_bad_loss_probability() {
 /// the reference host (in process), stop the camera with Ctrl-C, and check the capture with
 /// `rdmacam inspect`: every packet, sent or received, has a good ICRC, and received ones are
 /// marked as reconstructed.
+/// The reference host on loopback for a camera on `ports` (GVCP, camera RoCEv2, host RoCEv2).
+fn host_options(
+    ports: (u16, u16, u16),
+    frames: u64,
+    cm_port: Option<u16>,
+) -> rdmacam_hil::run::HostOptions {
+    rdmacam_hil::run::HostOptions {
+        camera: std::net::Ipv4Addr::LOCALHOST,
+        gvcp_port: ports.0,
+        local: std::net::Ipv4Addr::LOCALHOST,
+        rx_port: ports.2,
+        roce_local: None,
+        camera_roce: None,
+        camera_rx_port: ports.1,
+        buffers: 8,
+        frames: Some(frames),
+        duration: None,
+        loss: 0.0,
+        seed: 1,
+        fps: None,
+        progress: false,
+        cm_port,
+    }
+}
+
 fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16), cm_port: Option<u16>) {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
@@ -137,23 +162,9 @@ fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16), cm_port: Option<u16
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let roce: std::net::IpAddr = roce_ip.parse().unwrap();
-    let o = rdmacam_hil::run::HostOptions {
-        camera: std::net::Ipv4Addr::LOCALHOST,
-        gvcp_port: gvcp,
-        local: std::net::Ipv4Addr::LOCALHOST,
-        rx_port: host_port,
-        roce_local: Some(roce),
-        camera_roce: Some(roce),
-        camera_rx_port: cam_port,
-        buffers: 8,
-        frames: Some(20),
-        duration: None,
-        loss: 0.0,
-        seed: 1,
-        fps: None,
-        progress: false,
-        cm_port,
-    };
+    let mut o = host_options((gvcp, cam_port, host_port), 20, cm_port);
+    o.roce_local = Some(roce);
+    o.camera_roce = Some(roce);
     let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     // Ctrl-C: the camera stops cleanly and flushes its capture
     Command::new("kill")
@@ -241,23 +252,7 @@ fn a_host_asking_the_wrong_cm_port_reports_the_rejection() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let o = rdmacam_hil::run::HostOptions {
-        camera: std::net::Ipv4Addr::LOCALHOST,
-        gvcp_port: gvcp,
-        local: std::net::Ipv4Addr::LOCALHOST,
-        rx_port: host_port,
-        roce_local: None,
-        camera_roce: None,
-        camera_rx_port: cam_port,
-        buffers: 8,
-        frames: Some(5),
-        duration: None,
-        loss: 0.0,
-        seed: 1,
-        fps: None,
-        progress: false,
-        cm_port: Some(7472),
-    };
+    let o = host_options((gvcp, cam_port, host_port), 5, Some(7472));
     let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     let _ = cam.kill();
     let _ = cam.wait();

@@ -244,12 +244,18 @@ def hello_ok(pd):
     return ok, f"HELLO version {orsp_version:#x} caps {caps:#x} max_buffers {max_buffers} pmtu {pmtu}"
 
 
-def once():
-    """ONCE=1: connect, FRAMES frames, disconnect (the IPv6 run)."""
+def take_control():
+    """GVCP: take control of the camera and set the image size."""
     gvcp = Gvcp(CAM)
     gvcp.write(CCP, 2)
     gvcp.write(WIDTH, W)
     gvcp.write(HEIGHT, H)
+    return gvcp
+
+
+def once():
+    """ONCE=1: connect, FRAMES frames, disconnect (the IPv6 run)."""
+    gvcp = take_control()
     c = Conn(CM_PORT)
     if check(f"rdma_connect to {ROCE_CAM} established", c.established(), f"event {c.event}"):
         ok, detail = hello_ok(c.private)
@@ -263,10 +269,7 @@ def once():
 
 def bench():
     """BENCH=1: one connection, FRAMES frames of W x H Mono8 as fast as the camera sends them."""
-    gvcp = Gvcp(CAM)
-    gvcp.write(CCP, 2)
-    gvcp.write(WIDTH, W)
-    gvcp.write(HEIGHT, H)
+    gvcp = take_control()
     c = Conn(CM_PORT)
     assert c.established(), c.event
     c.stream(gvcp, FRAMES, "bench")
@@ -282,10 +285,7 @@ def main():
         return bench()
     if os.environ.get("ONCE") == "1":
         return once()
-    gvcp = Gvcp(CAM)
-    gvcp.write(CCP, 2)  # take control
-    gvcp.write(WIDTH, W)
-    gvcp.write(HEIGHT, H)
+    gvcp = take_control()
 
     # 1. the wrong port: REJ, reported by rdma_cm as REJECTED
     c = Conn(CM_PORT + 1)
