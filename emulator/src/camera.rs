@@ -15,7 +15,7 @@ use rdmacam_protocol::rc::{
     Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
     ResponderConfig, WcStatus, WorkRequest, split_rocev2,
 };
-use rdmacam_protocol::wire::{BthRepr, DethRepr, IbRepr, Opcode, RoceV2Repr, deth};
+use rdmacam_protocol::wire::Opcode;
 
 /// Frames the camera keeps in memory: one being written, and the ones not yet acknowledged.
 pub const FRAME_SLOTS: usize = 6;
@@ -295,20 +295,12 @@ impl CameraCore {
     /// A UD SEND ONLY to QP1 with the GSI Q_Key: an RDMA CM MAD. Replies go back to the
     /// sender's QP1 from ours.
     fn handle_gsi(&mut self, now: Instant, src: IpAddr, ib: &[u8]) {
-        let Ok((repr, hl)) = IbRepr::parse(ib) else {
+        let Some(mad) = cm::mad_of(ib) else {
             self.counters.dropped += 1;
             return;
         };
-        let gsi = repr.deth.is_some_and(|d| d.qkey == deth::GSI_QKEY);
-        if repr.bth.dest_qp != 1 || !gsi || ib.len() < hl + cm::MAD_LEN {
-            self.counters.dropped += 1;
-            return;
-        }
         let mut out = [0u8; cm::MAD_LEN];
-        if self
-            .device
-            .handle_cm(now, &ib[hl..hl + cm::MAD_LEN], &mut out)
-        {
+        if self.device.handle_cm(now, mad, &mut out) {
             self.cm_peer = Some(src);
             self.queue_mad(src, &out);
         }
@@ -317,24 +309,10 @@ impl CameraCore {
 
     /// Queue a CM MAD as a UD SEND ONLY from our QP1 to `dst`'s QP1 (GSI Q_Key).
     fn queue_mad(&mut self, dst: IpAddr, mad: &[u8; cm::MAD_LEN]) {
-        let mut path = Path::new(self.local_ip, dst);
-        path.dst_port = self.ports.host_rx;
-        let mut bth = BthRepr::new(Opcode::UD_SEND_ONLY, 1, self.cm_psn);
-        self.cm_psn = (self.cm_psn + 1) & 0x00ff_ffff;
-        bth.solicited = false;
-        let mut ibr = IbRepr::new(bth);
-        ibr.deth = Some(DethRepr {
-            qkey: deth::GSI_QKEY,
-            src_qp: 1,
-        });
+        let path = Path::new(self.local_ip, dst);
         let Some(ip) = path.ip_repr(0) else { return };
-        let r = RoceV2Repr {
-            ip,
-            src_port: path.source_port(1, 1),
-            dst_port: path.dst_port,
-            ib: ibr,
-            payload_len: cm::MAD_LEN,
-        };
+        let r = cm::mad_packet(ip, path.source_port(1, 1), self.ports.host_rx, self.cm_psn);
+        self.cm_psn = (self.cm_psn + 1) & 0x00ff_ffff;
         let mut pkt = vec![0u8; r.buffer_len()];
         if r.emit(&mut pkt, mad).is_ok() {
             self.cm_out.push_back(pkt);

@@ -92,6 +92,41 @@ fn demo_rejects_a_bad_loss_probability() {
 /// the reference host (in process), stop the camera with Ctrl-C, and check the capture with
 /// `rdmacam inspect`: every packet, sent or received, has a good ICRC, and received ones are
 /// marked as reconstructed.
+/// `rdmacam run --transport udp` on 127.0.0.1 with the RDMA CM listener on 7471, for 20 s, on
+/// `ports` (GVCP, camera RoCEv2, host RoCEv2), plus `extra` arguments; given 300 ms to bind.
+fn spawn_udp_camera(ports: (u16, u16, u16), extra: &[&str]) -> std::process::Child {
+    let (gvcp, cam, host) = (
+        ports.0.to_string(),
+        ports.1.to_string(),
+        ports.2.to_string(),
+    );
+    let cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args([
+            "run",
+            "--transport",
+            "udp",
+            "--ip",
+            "127.0.0.1",
+            "--cm-port",
+            "7471",
+        ])
+        .args([
+            "--gvcp-port",
+            &gvcp,
+            "--roce-port",
+            &cam,
+            "--host-roce-port",
+            &host,
+        ])
+        .args(["--duration", "20"])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    cam
+}
+
 /// The reference host on loopback for a camera on `ports` (GVCP, camera RoCEv2, host RoCEv2).
 fn host_options(
     ports: (u16, u16, u16),
@@ -120,49 +155,27 @@ fn host_options(
 fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16), cm_port: Option<u16>) {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let (gvcp, cam_port, host_port) = ports;
+    let (_, cam_port, host_port) = ports;
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("cam.pcapng");
-    let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args([
-            "run",
-            "--transport",
-            "udp",
-            "--ip",
-            "127.0.0.1",
+    let pcap_arg = pcap.to_str().unwrap();
+    let mut cam = spawn_udp_camera(
+        ports,
+        &[
             "--roce-ip",
             roce_ip,
-        ])
-        .args([
-            "--gvcp-port",
-            &gvcp.to_string(),
-            "--roce-port",
-            &cam_port.to_string(),
-        ])
-        .args([
-            "--host-roce-port",
-            &host_port.to_string(),
             "--width",
             "320",
             "--height",
             "240",
-        ])
-        .args([
-            "--cm-port",
-            "7471",
             "--fps",
             "50",
-            "--duration",
-            "20",
             "--pcap",
-        ])
-        .arg(&pcap)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+            pcap_arg,
+        ],
+    );
     let roce: std::net::IpAddr = roce_ip.parse().unwrap();
-    let mut o = host_options((gvcp, cam_port, host_port), 20, cm_port);
+    let mut o = host_options(ports, 20, cm_port);
     o.roce_local = Some(roce);
     o.camera_roce = Some(roce);
     let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
@@ -225,34 +238,9 @@ fn the_reference_host_connects_through_the_rdma_cm() {
 fn a_host_asking_the_wrong_cm_port_reports_the_rejection() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let (gvcp, cam_port, host_port) = (39584u16, 47938u16, 47939u16);
-    let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args([
-            "run",
-            "--transport",
-            "udp",
-            "--ip",
-            "127.0.0.1",
-            "--cm-port",
-            "7471",
-        ])
-        .args([
-            "--gvcp-port",
-            &gvcp.to_string(),
-            "--roce-port",
-            &cam_port.to_string(),
-        ])
-        .args([
-            "--host-roce-port",
-            &host_port.to_string(),
-            "--duration",
-            "20",
-        ])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let o = host_options((gvcp, cam_port, host_port), 5, Some(7472));
+    let ports = (39584, 47938, 47939);
+    let mut cam = spawn_udp_camera(ports, &[]);
+    let o = host_options(ports, 5, Some(7472));
     let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     let _ = cam.kill();
     let _ = cam.wait();

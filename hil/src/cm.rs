@@ -8,8 +8,8 @@ use std::time::{Duration, Instant as StdInstant};
 use anyhow::{Result, bail};
 use rdmacam_protocol::cm::{self, MAD_LEN, MadHeader, Rep, ReqParams, attr, reason};
 use rdmacam_protocol::orsp::msg::Hello;
+use rdmacam_protocol::wire::IpRepr;
 use rdmacam_protocol::wire::pmtu::Pmtu;
-use rdmacam_protocol::wire::{BthRepr, DethRepr, IbRepr, IpRepr, Opcode, RoceV2Repr, deth};
 
 use crate::net::RoceSocket;
 
@@ -45,37 +45,17 @@ fn send_mad(
     psn: u32,
     mad: &[u8; MAD_LEN],
 ) -> Result<()> {
-    let mut ib = IbRepr::new(BthRepr::new(Opcode::UD_SEND_ONLY, 1, psn));
-    ib.deth = Some(DethRepr {
-        qkey: deth::GSI_QKEY,
-        src_qp: 1,
-    });
     let ip = match (local, camera) {
         (IpAddr::V4(a), IpAddr::V4(b)) => IpRepr::v4(a, b),
         (IpAddr::V6(a), IpAddr::V6(b)) => IpRepr::v6(a, b),
         _ => bail!("the host's and the camera's RoCEv2 addresses are of different families"),
     };
-    let r = RoceV2Repr {
-        ip,
-        src_port: roce.tx_port(),
-        dst_port: camera_port,
-        ib,
-        payload_len: MAD_LEN,
-    };
+    let r = cm::mad_packet(ip, roce.tx_port(), camera_port, psn);
     let mut pkt = vec![0u8; r.buffer_len()];
     r.emit(&mut pkt, mad)
         .map_err(|e| anyhow::anyhow!("CM packet: {e:?}"))?;
     roce.send(&pkt)?;
     Ok(())
-}
-
-/// A CM MAD addressed to our QP1 (UD SEND ONLY, GSI Q_Key), if `ib` is one.
-fn mad_of(ib: &[u8]) -> Option<&[u8]> {
-    let (r, hl) = IbRepr::parse(ib).ok()?;
-    let gsi = r.bth.opcode == Opcode::UD_SEND_ONLY
-        && r.bth.dest_qp == 1
-        && r.deth.is_some_and(|d| d.qkey == deth::GSI_QKEY);
-    (gsi && ib.len() >= hl + MAD_LEN).then(|| &ib[hl..hl + MAD_LEN])
 }
 
 /// What an IB CM rejection reason means for a host.
@@ -130,7 +110,7 @@ pub fn connect(
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             };
-            let Some(mad) = mad_of(ib) else { continue };
+            let Some(mad) = cm::mad_of(ib) else { continue };
             let Ok(h) = MadHeader::parse(mad) else {
                 continue;
             };
@@ -219,7 +199,7 @@ pub fn disconnect(
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
-        if let Some(mad) = mad_of(ib)
+        if let Some(mad) = cm::mad_of(ib)
             && MadHeader::parse(mad).is_ok_and(|h| h.attr_id == attr::DREP && h.tid == tid)
         {
             return Ok(true);

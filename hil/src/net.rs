@@ -444,42 +444,23 @@ impl GvcpClient {
 }
 
 /// The IP and UDP headers a received datagram most likely had (IPv4: identification 0 and DF,
-/// as RoCEv2 senders that follow the project's rule send; checksum 0).
+/// as RoCEv2 senders that follow the project's rule send; TTL/hop limit 64; checksum 0).
 fn reconstruct(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let udp_len = (8 + payload.len()) as u16;
-    let mut p = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let mut h = vec![0u8; 20];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-            h[6] = 0x40;
-            h[8] = 64;
-            h[9] = 17;
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let c = rdmacam_protocol::wire::ipv4::checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            h
-        }
+    use rdmacam_protocol::wire::IpRepr;
+    let ip = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d),
         (s, d) => {
             let v6 = |a: IpAddr| match a {
                 IpAddr::V6(a) => a,
                 IpAddr::V4(a) => a.to_ipv6_mapped(),
             };
-            let mut h = vec![0u8; 40];
-            h[0] = 0x60;
-            h[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            h[6] = 17;
-            h[7] = 64;
-            h[8..24].copy_from_slice(&v6(s).octets());
-            h[24..40].copy_from_slice(&v6(d).octets());
-            h
+            IpRepr::v6(v6(s), v6(d))
         }
     };
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&dport.to_be_bytes());
-    p.extend_from_slice(&udp_len.to_be_bytes());
-    p.extend_from_slice(&[0, 0]);
-    p.extend_from_slice(payload);
+    let mut p = vec![0u8; ip.buffer_len() + 8 + payload.len()];
+    let hl = ip
+        .emit_udp_header(&mut p, sport, dport, payload.len())
+        .expect("sized for the headers");
+    p[hl..].copy_from_slice(payload);
     p
 }

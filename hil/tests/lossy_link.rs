@@ -23,6 +23,23 @@ const RKEY: u32 = 0x1234;
 const MR_VA: u64 = 0x7f00_0000_0000;
 const MR_LEN: usize = 512 << 10;
 
+/// An RDMA WRITE of `len` bytes from the start of payload 0 to `remote_va`.
+fn write_wr(wr_id: u64, len: u32, remote_va: u64, rkey: u32) -> WorkRequest {
+    WorkRequest {
+        wr_id,
+        kind: MessageKind::Write,
+        payload: PayloadRef {
+            handle: 0,
+            offset: 0,
+        },
+        len,
+        remote_va,
+        rkey,
+        imm: 0,
+        solicited: false,
+    }
+}
+
 fn configs(start_psn: u32) -> (RequesterConfig, ResponderConfig) {
     let mut cam = RequesterConfig::new(
         CAM_QPN,
@@ -272,21 +289,7 @@ fn lose_one(index: u32) -> Sim {
         false
     }));
     s.buffers = vec![(0..5000u32).map(|i| (i * 13) as u8).collect()];
-    s.camera
-        .post(WorkRequest {
-            wr_id: 1,
-            kind: MessageKind::Write,
-            payload: PayloadRef {
-                handle: 0,
-                offset: 0,
-            },
-            len: 5000,
-            remote_va: MR_VA,
-            rkey: RKEY,
-            imm: 0,
-            solicited: false,
-        })
-        .unwrap();
+    s.camera.post(write_wr(1, 5000, MR_VA, RKEY)).unwrap();
     s.run(Instant::from_millis(1000));
     assert_eq!(s.completions.len(), 1);
     assert_eq!(s.completions[0].status, WcStatus::Success);
@@ -328,21 +331,7 @@ fn lost_ack_is_covered_by_timeout_and_duplicate_reack() {
     s.down
         .set_filter(Box::new(move |_| std::mem::take(&mut first)));
     s.buffers = vec![vec![7u8; 1000]];
-    s.camera
-        .post(WorkRequest {
-            wr_id: 9,
-            kind: MessageKind::Write,
-            payload: PayloadRef {
-                handle: 0,
-                offset: 0,
-            },
-            len: 1000,
-            remote_va: MR_VA,
-            rkey: RKEY,
-            imm: 0,
-            solicited: false,
-        })
-        .unwrap();
+    s.camera.post(write_wr(9, 1000, MR_VA, RKEY)).unwrap();
     s.run(Instant::from_millis(1000));
     assert_eq!(s.completions[0].status, WcStatus::Success);
     assert_eq!(s.camera.counters().timeouts, 1);
@@ -436,19 +425,7 @@ fn bad_rkey_is_fatal_on_both_sides_and_flushes_the_rest() {
     s.buffers = vec![vec![1u8; 10_000]];
     for (i, rkey) in [RKEY, RKEY ^ 0x100, RKEY].into_iter().enumerate() {
         s.camera
-            .post(WorkRequest {
-                wr_id: i as u64,
-                kind: MessageKind::Write,
-                payload: PayloadRef {
-                    handle: 0,
-                    offset: 0,
-                },
-                len: 3000,
-                remote_va: MR_VA + 4096 * i as u64,
-                rkey,
-                imm: 0,
-                solicited: false,
-            })
+            .post(write_wr(i as u64, 3000, MR_VA + 4096 * i as u64, rkey))
             .unwrap();
     }
     s.run(Instant::from_millis(1000));
@@ -469,21 +446,7 @@ fn bad_rkey_is_fatal_on_both_sides_and_flushes_the_rest() {
 fn dead_link_exhausts_retries_with_an_error() {
     let mut s = sim(7, LinkConfig::lossy(1.0), LinkConfig::clean(), 0);
     s.buffers = vec![vec![1u8; 100]];
-    s.camera
-        .post(WorkRequest {
-            wr_id: 1,
-            kind: MessageKind::Write,
-            payload: PayloadRef {
-                handle: 0,
-                offset: 0,
-            },
-            len: 100,
-            remote_va: MR_VA,
-            rkey: RKEY,
-            imm: 0,
-            solicited: false,
-        })
-        .unwrap();
+    s.camera.post(write_wr(1, 100, MR_VA, RKEY)).unwrap();
     s.run(Instant::from_millis(10_000));
     assert_eq!(s.completions[0].status, WcStatus::RetryExceeded);
     // retry_cnt 7: the first send and 7 retransmissions, then the 8th timeout fails it

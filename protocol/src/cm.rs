@@ -11,6 +11,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::rc::Instant;
 use crate::wire::field::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use crate::wire::pmtu::Pmtu;
+use crate::wire::{BthRepr, DethRepr, IbRepr, IpRepr, Opcode, RoceV2Repr, deth};
 use crate::wire::{Error, Result};
 
 /// A MAD's length.
@@ -203,6 +204,34 @@ impl CmaHeader {
             dst: addr(&pd[20..36])?,
         })
     }
+}
+
+/// How a CM MAD travels: a RoCEv2 UD SEND ONLY from QP1 to QP1 with the GSI Q_Key (no ACK; the
+/// CM retransmits). Emit it with the MAD as payload.
+pub fn mad_packet(ip: IpRepr, src_port: u16, dst_port: u16, psn: u32) -> RoceV2Repr {
+    let mut bth = BthRepr::new(Opcode::UD_SEND_ONLY, 1, psn & 0x00ff_ffff);
+    bth.solicited = false;
+    let mut ib = IbRepr::new(bth);
+    ib.deth = Some(DethRepr {
+        qkey: deth::GSI_QKEY,
+        src_qp: 1,
+    });
+    RoceV2Repr {
+        ip,
+        src_port,
+        dst_port,
+        ib,
+        payload_len: MAD_LEN,
+    }
+}
+
+/// The MAD in `ib` (BTH to ICRC) if it is a UD SEND ONLY to QP1 with the GSI Q_Key.
+pub fn mad_of(ib: &[u8]) -> Option<&[u8]> {
+    let (r, hl) = IbRepr::parse(ib).ok()?;
+    let gsi = r.bth.opcode == Opcode::UD_SEND_ONLY
+        && r.bth.dest_qp == 1
+        && r.deth.is_some_and(|d| d.qkey == deth::GSI_QKEY);
+    (gsi && ib.len() >= hl + MAD_LEN).then(|| &ib[hl..hl + MAD_LEN])
 }
 
 /// What an active side puts in a REQ (RC, RoCEv2, no alternate path).

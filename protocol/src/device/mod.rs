@@ -1004,16 +1004,7 @@ impl Device {
                     .min(u64::from(self.cfg.first_frame_mbps) * 1_000_000);
             }
             self.channel.start_frame(frame, cfg);
-            self.frames_this_acquisition += 1;
-            let period = Duration::from_secs_f32(1.0 / self.frame_rate);
-            let next = self.next_frame_at + period;
-            self.next_frame_at = if next < now { now } else { next };
-            let limit = match self.acquisition_mode {
-                1 => Some(1),
-                2 => Some(self.frame_count),
-                _ => None,
-            };
-            if limit.is_some_and(|l| self.frames_this_acquisition >= l) {
+            if self.frame_taken(now) {
                 self.stop_acquisition();
             }
         }
@@ -1054,18 +1045,24 @@ impl Device {
             return None;
         }
         let frame = src.capture(&self.frame_spec(), self.ticks(now));
+        // The last frame of SingleFrame/MultiFrame still goes out: stop once it is handed over.
+        self.stop_after_frame = self.frame_taken(now);
+        Some(frame)
+    }
+
+    /// A frame of the acquisition was taken at `now`: count it and schedule the next one at the
+    /// frame rate (never in the past). Returns whether it was the last one SingleFrame or
+    /// MultiFrame asks for.
+    fn frame_taken(&mut self, now: Instant) -> bool {
         self.frames_this_acquisition += 1;
-        let period = Duration::from_secs_f32(1.0 / self.frame_rate);
-        let next = self.next_frame_at + period;
+        let next = self.next_frame_at + Duration::from_secs_f32(1.0 / self.frame_rate);
         self.next_frame_at = if next < now { now } else { next };
         let limit = match self.acquisition_mode {
             1 => Some(1),
             2 => Some(self.frame_count),
             _ => None,
         };
-        // The last frame of SingleFrame/MultiFrame still goes out: stop once it is handed over.
-        self.stop_after_frame = limit.is_some_and(|l| self.frames_this_acquisition >= l);
-        Some(frame)
+        limit.is_some_and(|l| self.frames_this_acquisition >= l)
     }
 
     /// ORSP: send a frame from [`poll_orsp_frame`](Self::poll_orsp_frame) whose bytes sit at

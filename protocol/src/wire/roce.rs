@@ -221,6 +221,29 @@ impl IpRepr {
         }
     }
 
+    /// Write this IP header and a UDP header (checksum 0) for `udp_payload_len` bytes of UDP
+    /// payload at the start of `buf`; returns their length.
+    pub fn emit_udp_header(
+        &self,
+        buf: &mut [u8],
+        src_port: u16,
+        dst_port: u16,
+        udp_payload_len: usize,
+    ) -> Result<usize> {
+        let ip_len = self.buffer_len();
+        if buf.len() < ip_len + udp::HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        self.emit(buf, udp::HEADER_LEN + udp_payload_len)?;
+        UdpRepr {
+            src_port,
+            dst_port,
+            payload_len: udp_payload_len,
+        }
+        .emit(&mut buf[ip_len..])?;
+        Ok(ip_len + udp::HEADER_LEN)
+    }
+
     fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<()> {
         match *self {
             IpRepr::V4 {
@@ -300,19 +323,12 @@ impl RoceV2Repr {
         if buf.len() < hl {
             return Err(Error::Truncated);
         }
-        let ip_len = self.ip.buffer_len();
         let udp_payload = self.ib.buffer_len() + self.payload_len + self.trailer_len();
-        self.ip.emit(buf, udp::HEADER_LEN + udp_payload)?;
-        UdpRepr {
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-            payload_len: udp_payload,
-        }
-        .emit(&mut buf[ip_len..])?;
-        self.ib.emit(
-            &mut buf[ip_len + udp::HEADER_LEN..],
-            pad_len(self.payload_len) as u8,
-        )?;
+        let l4 = self
+            .ip
+            .emit_udp_header(buf, self.src_port, self.dst_port, udp_payload)?;
+        self.ib
+            .emit(&mut buf[l4..], pad_len(self.payload_len) as u8)?;
         Ok(hl)
     }
 
