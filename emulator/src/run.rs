@@ -14,6 +14,7 @@ use std::time::{Duration, Instant as StdInstant};
 use crate::camera::{CameraCore, RocePorts};
 use anyhow::{Context, Result, bail};
 use rdmacam_hil::net::RoceSocket;
+use rdmacam_hil::net::TX_BATCH;
 use rdmacam_protocol::device::pattern::Pattern;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
 use rdmacam_protocol::gev::PixelFormat;
@@ -21,9 +22,6 @@ use rdmacam_protocol::gev::gvcp;
 use rdmacam_protocol::rc::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{info, warn};
-
-/// RoCEv2 packets handed to the kernel per `sendmmsg` call.
-const TX_BATCH: usize = 32;
 
 /// Everything `rdmacam run` needs.
 #[derive(Debug, Clone)]
@@ -234,8 +232,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                     break;
                 }
                 busy = true;
-                let batch: Vec<&[u8]> = (0..k).map(|i| &roce_tx[i][..tx_len[i]]).collect();
-                if let Err(e) = r.send_many(&batch) {
+                if let Err(e) = r.send_many((0..k).map(|i| &roce_tx[i][..tx_len[i]])) {
                     warn!("RoCEv2 send failed: {e}");
                 }
                 if k < TX_BATCH {

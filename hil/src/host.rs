@@ -110,7 +110,6 @@ pub struct OrspHost {
     msgs: Vec<Vec<u8>>,
     free_msgs: Vec<u32>,
     tx_seq: u32,
-    processed: usize,
     next_recv: u64,
     last_block: u64,
     leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
@@ -136,7 +135,6 @@ impl OrspHost {
             msgs: Vec::new(),
             free_msgs: Vec::new(),
             tx_seq: 0,
-            processed: 0,
             next_recv: 0,
             last_block: 0,
             leaders: HashMap::new(),
@@ -295,8 +293,7 @@ impl OrspHost {
         let Some(soft) = self.soft.as_mut() else {
             return;
         };
-        let received: Vec<_> = soft.received()[self.processed..].to_vec();
-        self.processed += received.len();
+        let received = soft.take_received();
         let mut requeue = Vec::new();
         for r in received {
             if r.completion.status != RecvStatus::Success {

@@ -63,6 +63,9 @@ impl Capture {
     }
 }
 
+/// RoCEv2 packets handed to the kernel per `sendmmsg` call at most.
+pub const TX_BATCH: usize = 32;
+
 /// Comment on received packets in a capture.
 pub const RECONSTRUCTED: &str = "received on a UDP socket: IPv4/UDP header reconstructed by rdmacam (identification 0 assumed, TTL/TOS unknown)";
 
@@ -217,19 +220,27 @@ impl RoceSocket {
     /// like TTL, the IPv6 flow label and the UDP checksum, are masked in the ICRC), so only the
     /// UDP payload is handed over.
     pub fn send(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
-        self.send_many(&[ip_packet])
+        self.send_many(std::iter::once(ip_packet))
     }
 
-    /// Send several RoCEv2 IP packets as [`Self::send`] does, with one `sendmmsg(2)` call for each
-    /// run of packets from the same UDP source port (the QP's entropy port).
-    pub fn send_many(&mut self, packets: &[&[u8]]) -> std::io::Result<()> {
-        let mut batch: Vec<(&[u8], socket2::SockAddr)> = Vec::with_capacity(packets.len());
+    /// Send several RoCEv2 IP packets as [`Self::send`] does, up to [`TX_BATCH`] per
+    /// `sendmmsg(2)` call; a change of UDP source port (the QP's entropy port) starts a new call.
+    /// No allocation: the batch lives on the stack.
+    pub fn send_many<'a>(
+        &mut self,
+        packets: impl IntoIterator<Item = &'a [u8]>,
+    ) -> std::io::Result<()> {
+        const NONE: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        let mut batch: [(&[u8], SocketAddr); TX_BATCH] = [(&[], NONE); TX_BATCH];
+        let mut n = 0;
         for ip_packet in packets {
             let (hl, dst, src_port) = Self::addresses(ip_packet)?;
-            if src_port != self.tx_port {
-                self.flush(&batch)?;
-                batch.clear();
-                self.rebind_tx(src_port)?;
+            if src_port != self.tx_port || n == TX_BATCH {
+                self.flush(&batch[..n])?;
+                n = 0;
+                if src_port != self.tx_port {
+                    self.rebind_tx(src_port)?;
+                }
             }
             if let Some(c) = self.capture.as_mut() {
                 c.write(ip_packet, None);
@@ -239,46 +250,47 @@ impl RoceSocket {
                 continue;
             }
             let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
-            batch.push((&ip_packet[hl + 8..], SocketAddr::new(dst, port).into()));
+            batch[n] = (&ip_packet[hl + 8..], SocketAddr::new(dst, port));
+            n += 1;
         }
-        self.flush(&batch)
+        self.flush(&batch[..n])
     }
 
-    /// `sendmmsg(2)` the datagrams, retrying while the socket buffer is full.
-    fn flush(&self, batch: &[(&[u8], socket2::SockAddr)]) -> std::io::Result<()> {
-        let mut iov: Vec<libc::iovec> = batch
-            .iter()
-            .map(|(d, _)| libc::iovec {
-                iov_base: d.as_ptr().cast_mut().cast(),
-                iov_len: d.len(),
-            })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> = batch
-            .iter()
-            .zip(iov.iter_mut())
-            .map(|((_, to), v)| {
-                // SAFETY: an all-zero msghdr is a valid "no control data, no flags" header.
-                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-                h.msg_name = to.as_ptr().cast_mut().cast();
-                h.msg_namelen = to.len();
-                h.msg_iov = v;
-                h.msg_iovlen = 1;
-                libc::mmsghdr {
-                    msg_hdr: h,
-                    msg_len: 0,
-                }
-            })
-            .collect();
+    /// `sendmmsg(2)` the datagrams (at most [`TX_BATCH`]), retrying while the socket buffer is
+    /// full.
+    fn flush(&self, batch: &[(&[u8], SocketAddr)]) -> std::io::Result<()> {
+        let n = batch.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let names: [socket2::SockAddr; TX_BATCH] =
+            std::array::from_fn(|i| batch[i.min(n - 1)].1.into());
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; TX_BATCH];
+        // SAFETY: all-zero mmsghdrs are valid "no name, no data, no control, no flags" headers.
+        let mut msgs: [libc::mmsghdr; TX_BATCH] = unsafe { std::mem::zeroed() };
+        for (i, (data, _)) in batch.iter().enumerate() {
+            iov[i] = libc::iovec {
+                iov_base: data.as_ptr().cast_mut().cast(),
+                iov_len: data.len(),
+            };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = names[i].as_ptr().cast_mut().cast();
+            h.msg_namelen = names[i].len();
+            h.msg_iov = &mut iov[i];
+            h.msg_iovlen = 1;
+        }
         let mut done = 0;
-        while done < msgs.len() {
-            let n = (msgs.len() - done).min(1024);
-            // SAFETY: `msgs[done..done + n]` are initialised headers whose name and iovec
-            // pointers refer to `batch` and `iov`, both alive and unmoved for this call.
+        while done < n {
+            // SAFETY: `msgs[done..n]` are initialised headers whose name and iovec pointers refer
+            // to `names`, `iov` and `batch`, all alive and unmoved for this call.
             let r = unsafe {
                 libc::sendmmsg(
                     self.tx.as_raw_fd(),
                     msgs[done..].as_mut_ptr(),
-                    n as libc::c_uint,
+                    (n - done) as libc::c_uint,
                     0,
                 )
             };

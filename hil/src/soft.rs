@@ -131,14 +131,13 @@ impl SoftHost {
             None => {}
         }
         while let Some(c) = self.responder.poll_completion() {
-            let buf = self.recv_bufs.remove(&c.wr_id).unwrap_or_default();
-            let data = if c.status == RecvStatus::Success
-                && c.opcode == rdmacam_protocol::rc::RecvOpcode::Recv
+            let mut data = self.recv_bufs.remove(&c.wr_id).unwrap_or_default();
+            if c.status == RecvStatus::Success && c.opcode == rdmacam_protocol::rc::RecvOpcode::Recv
             {
-                buf[..c.byte_len as usize].to_vec()
+                data.truncate(c.byte_len as usize);
             } else {
-                Vec::new()
-            };
+                data.clear();
+            }
             self.received.push(Received {
                 completion: c,
                 data,
@@ -154,6 +153,11 @@ impl SoftHost {
     /// Receive completions so far, in order.
     pub fn received(&self) -> &[Received] {
         &self.received
+    }
+
+    /// Take the receive completions so far (a long-running host keeps none).
+    pub fn take_received(&mut self) -> Vec<Received> {
+        std::mem::take(&mut self.received)
     }
 
     /// Whether the QP is in the error state.
