@@ -2,6 +2,8 @@
 //! [`OrspHost`] data plane on a UDP RoCEv2 socket. Used by `rdmacam-host` and `rdmacam demo`.
 
 use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -206,7 +208,17 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     gvcp.write(regs::ACQUISITION_COMMAND, 1)?;
     let start = StdInstant::now();
     let (mut last_beat, mut last_print) = (start, start);
-    let terminal = std::io::stderr().is_terminal();
+    // a progress bar on a terminal (a spinner when the frame count is open), plain lines otherwise
+    let bar = (o.progress && std::io::stderr().is_terminal()).then(|| {
+        let (b, template) = match o.frames {
+            Some(n) => (ProgressBar::new(n), "{bar:30} {pos}/{len} frames  {msg}"),
+            None => (ProgressBar::new_spinner(), "{spinner} {pos} frames  {msg}"),
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            b.set_style(style);
+        }
+        b
+    });
     let mut stopping = false;
     while host.stats().stream_end.is_none() {
         if !stopping
@@ -228,25 +240,30 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         if o.progress && last_print.elapsed() > Duration::from_secs(1) {
             let s = host.stats();
             let secs = start.elapsed().as_secs_f64();
-            let line = format!(
-                "{} frames ({} bad, {} dropped) {:.1} frames/s {:.2} Gbit/s",
-                s.good + s.bad,
+            // the camera's retransmission counter; the read doubles as the heartbeat
+            let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
+            last_beat = StdInstant::now();
+            let stats = format!(
+                "({} bad, {} dropped) {:.1} frames/s {:.2} Gbit/s, {retransmitted} packets retransmitted",
                 s.bad,
                 s.dropped,
                 (s.good + s.bad) as f64 / secs,
                 s.bytes as f64 * 8.0 / secs / 1e9
             );
-            if terminal {
-                eprint!("\r{line}   ");
-            } else {
-                eprintln!("{line}");
+            match &bar {
+                Some(b) => {
+                    b.set_position(s.good + s.bad);
+                    b.set_message(stats);
+                }
+                None => eprintln!("{} frames {stats}", s.good + s.bad),
             }
             last_print = StdInstant::now();
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    if o.progress && terminal {
-        eprintln!();
+    if let Some(b) = bar {
+        b.set_position(host.stats().good + host.stats().bad);
+        b.finish();
     }
     // settle the last ACKs, then read the camera's view
     for _ in 0..20 {
