@@ -263,6 +263,10 @@ impl CameraCore {
             self.handle_gsi(now, src, ib);
             return;
         }
+        // a packet from the CM peer before its RTU: the RTU was lost, the connection is up
+        if self.qp.is_none() && self.cm_peer == Some(src) && self.device.cm_comm_established() {
+            self.process_events();
+        }
         let Some(qp) = self.qp.as_mut() else {
             self.counters.dropped += 1;
             return;

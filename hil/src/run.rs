@@ -220,7 +220,18 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         b
     });
     let mut stopping = false;
+    // a stream that stops moving is an error, not a wait without end
+    let (mut seen, mut moved) = (0, start);
     while host.stats().stream_end.is_none() {
+        let s = host.stats();
+        if s.good + s.bad + s.dropped != seen {
+            (seen, moved) = (s.good + s.bad + s.dropped, StdInstant::now());
+        } else if moved.elapsed() > Duration::from_secs(10) {
+            bail!(
+                "no frame from the camera for 10 s ({seen} so far): is {} reachable from {roce_local}?",
+                std::net::SocketAddr::new(camera_roce, o.camera_rx_port)
+            );
+        }
         if !stopping
             && (stop.load(Ordering::SeqCst) || o.duration.is_some_and(|d| start.elapsed() >= d))
         {

@@ -547,6 +547,20 @@ impl CmListener {
         }
     }
 
+    /// IB CM "communication established": traffic from the peer on the new QP while the REP
+    /// waits for its RTU means the RTU was lost; the connection is up. Returns whether it was
+    /// waiting.
+    pub fn establish(&mut self) -> bool {
+        if let Conn::RepSent {
+            tid, local, remote, ..
+        } = self.conn
+        {
+            self.conn = Conn::Connected { tid, local, remote };
+            return true;
+        }
+        false
+    }
+
     /// Whether a connection is established.
     pub fn connected(&self) -> bool {
         matches!(self.conn, Conn::Connected { .. })

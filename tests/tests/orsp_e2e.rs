@@ -665,3 +665,41 @@ fn a_lost_rtu_makes_the_camera_resend_its_rep() {
     w.cam.handle_datagram(w.now, &ud_to_camera(&rtu, 1));
     assert!(w.cam.connected());
 }
+
+#[test]
+fn host_traffic_after_a_lost_rtu_establishes_the_connection() {
+    let mut w = World::at(CM_CAM, CM_HOST, 0xabcd, 0.0, 5, 16, true);
+    w.write(regs::CCP, 2);
+    w.write(oregs::BASE + oregs::CM_PORT, 7471);
+    w.cam.handle_datagram(w.now, &req_vector());
+    w.run_until(|w| !w.cm_inbox.is_empty(), Duration::from_millis(100));
+    let rep = mad_of(&w.cm_inbox.pop().expect("REP"));
+    let dqpn = w.read(oregs::BASE + oregs::DEVICE_QPN);
+    // the RTU is lost; the host, connected on its side, sends ANNOUNCE on the new QP
+    w.host = OrspHost::new(HostConfig {
+        host_ip: CM_HOST.into(),
+        camera_ip: CM_CAM.into(),
+        host_qpn: 0x11,
+        host_sq_psn: be32(&rep, 44) >> 8,
+        buffers: 16,
+        buffer_size: (W * H) as usize,
+        tx_port: 0xc002,
+        camera_rx_port: 4791,
+        seed: 5,
+        pattern: Pattern::Gradient,
+        requeue: true,
+    });
+    w.host.connect(dqpn, 0xabcd, Pmtu::Mtu4096);
+    w.host.announce();
+    w.run_until(|w| w.cam.connected(), Duration::from_secs(2));
+    assert!(
+        w.cam.connected(),
+        "the host's first packet stands in for the RTU"
+    );
+    w.start(5);
+    w.run_until(
+        |w| w.host.stats().stream_end.is_some(),
+        Duration::from_secs(10),
+    );
+    assert_eq!(w.host.stats().good, 5, "{:?}", w.host.stats());
+}

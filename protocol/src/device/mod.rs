@@ -1118,19 +1118,7 @@ impl Device {
                 listener.patch_rep_private(out, orsp::msg::HELLO_PATH_MTU_OFFSET, &pmtu);
                 self.cm_accepted = Some(a);
             }
-            CmEvent::Established => {
-                if let Some(a) = self.cm_accepted.take()
-                    && let Ok(p) = self.orsp.connect_cm(
-                        a.remote_qpn,
-                        a.recv_psn,
-                        a.send_psn,
-                        a.pmtu,
-                        a.remote_gid,
-                    )
-                {
-                    self.event(DeviceEvent::OrspConnect(p));
-                }
-            }
+            CmEvent::Established => self.cm_connect(),
             CmEvent::Disconnected => {
                 self.cm_accepted = None;
                 if self.orsp.is_connected() {
@@ -1141,6 +1129,28 @@ impl Device {
             CmEvent::None | CmEvent::Rejected(_) => {}
         }
         reply
+    }
+
+    /// RDMA CM: the transport saw a packet from the CM peer before the RTU (which was lost):
+    /// take the connection as established, as a passive side does on the QP's
+    /// communication-established event. Returns whether the ORSP channel connected.
+    pub fn cm_comm_established(&mut self) -> bool {
+        if self.cm.as_mut().is_some_and(|(_, l)| l.establish()) {
+            self.cm_connect();
+            return self.orsp.is_connected();
+        }
+        false
+    }
+
+    /// Connect the ORSP channel with what the accepted REQ said.
+    fn cm_connect(&mut self) {
+        if let Some(a) = self.cm_accepted.take()
+            && let Ok(p) =
+                self.orsp
+                    .connect_cm(a.remote_qpn, a.recv_psn, a.send_psn, a.pmtu, a.remote_gid)
+        {
+            self.event(DeviceEvent::OrspConnect(p));
+        }
     }
 
     /// RDMA CM: when the REP should be resent if no RTU has come.
