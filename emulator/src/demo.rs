@@ -104,6 +104,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         fps: Some(o.fps),
         progress: o.progress,
         cm_port: None,
+        transport: Default::default(),
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

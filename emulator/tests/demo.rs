@@ -149,6 +149,7 @@ fn host_options(
         fps: None,
         progress: false,
         cm_port,
+        transport: Default::default(),
     }
 }
 

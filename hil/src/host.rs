@@ -102,25 +102,221 @@ pub struct Stats {
     pub garbled: u64,
 }
 
-/// The host.
-pub struct OrspHost {
+/// What every ORSP host does whatever its transport: the message exchange of
+/// `design/ORSP.md` (ANNOUNCE, QUEUE, FLUSH out; HELLO, LEADER, TRAILER, EVENT, RELEASED,
+/// STREAM_END in), frame accounting, and the byte-for-byte check of each frame. The soft host
+/// ([`OrspHost`]) and the verbs host (`crate::verbs_host`) wrap it.
+pub struct HostCore {
     cfg: HostConfig,
-    soft: Option<SoftHost>,
-    requester: Option<Requester<128, 128>>,
-    msgs: Vec<Vec<u8>>,
-    free_msgs: Vec<u32>,
     tx_seq: u32,
-    next_recv: u64,
     last_block: u64,
     leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
     stats: Stats,
     scratch: Vec<u8>,
 }
 
+impl HostCore {
+    /// A host that has seen nothing yet.
+    pub fn new(cfg: HostConfig) -> Self {
+        HostCore {
+            cfg,
+            tx_seq: 0,
+            last_block: 0,
+            leaders: HashMap::new(),
+            stats: Stats::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The descriptors of every buffer of a region registered at `va` with `rkey`.
+    pub fn descriptors(&self, rkey: u32, va: u64) -> Vec<Descriptor> {
+        (0..self.cfg.buffers)
+            .map(|i| Descriptor {
+                buffer_id: i,
+                rkey,
+                addr: va + u64::from(i) * self.cfg.buffer_size as u64,
+                length: self.cfg.buffer_size as u64,
+            })
+            .collect()
+    }
+
+    /// ANNOUNCE messages (with QUEUE) for every buffer of the region at `va`/`rkey`.
+    pub fn announce_messages(&mut self, rkey: u32, va: u64) -> Vec<Vec<u8>> {
+        let d = self.descriptors(rkey, va);
+        let mut out = Vec::new();
+        for part in d.chunks(40) {
+            self.tx_seq += 1;
+            let mut b = vec![0u8; 24 + 24 * part.len()];
+            let n =
+                msg::emit_announce(&mut b, self.tx_seq, msg::ANNOUNCE_QUEUE, part).expect("sized");
+            b.truncate(n);
+            out.push(b);
+        }
+        out
+    }
+
+    /// A FLUSH message (the camera answers RELEASED).
+    pub fn flush_message(&mut self, forget: bool) -> Vec<u8> {
+        self.tx_seq += 1;
+        let mut b = vec![0u8; 20];
+        msg::emit_flush(
+            &mut b,
+            self.tx_seq,
+            if forget { msg::FLUSH_FORGET } else { 0 },
+        )
+        .expect("sized");
+        b
+    }
+
+    /// A QUEUE message giving `ids` back to the camera.
+    pub fn queue_message(&mut self, ids: &[u32]) -> Vec<u8> {
+        self.tx_seq += 1;
+        let mut b = vec![0u8; 20 + 4 * ids.len()];
+        let n = msg::emit_queue(&mut b, self.tx_seq, ids).expect("sized");
+        b.truncate(n);
+        b
+    }
+
+    /// Count a raw message the caller sends itself (tests send malformed ones).
+    pub fn count_raw(&mut self) {
+        self.tx_seq += 1;
+    }
+
+    /// Whether finished buffers go back to the camera at once.
+    pub fn requeue(&self) -> bool {
+        self.cfg.requeue
+    }
+
+    /// A message the camera SENT; `frames` is the whole frame-buffer region. Returns the
+    /// buffer a TRAILER finished (to re-queue).
+    pub fn on_message(&mut self, data: &[u8], frames: &[u8]) -> Option<u32> {
+        match msg::parse_device(data) {
+            Ok((_, DeviceMessage::Hello(h))) => self.stats.hello = Some(h),
+            Ok((
+                _,
+                DeviceMessage::Leader {
+                    buffer_id,
+                    block_id,
+                    previous_dropped,
+                    leader,
+                    ..
+                },
+            )) => {
+                if previous_dropped && self.last_block != 0 {
+                    self.stats.dropped += block_id.saturating_sub(self.last_block + 1);
+                } else if previous_dropped {
+                    self.stats.dropped += block_id.saturating_sub(1);
+                }
+                self.last_block = block_id;
+                self.leaders.insert(buffer_id, (block_id, leader));
+            }
+            Ok((
+                _,
+                DeviceMessage::Trailer {
+                    buffer_id,
+                    status,
+                    valid_size,
+                    block_id,
+                },
+            )) => {
+                let good = status == 0 && self.check_frame(buffer_id, block_id, valid_size, frames);
+                if good {
+                    self.stats.good += 1;
+                } else {
+                    self.stats.bad += 1;
+                }
+                self.stats.bytes += valid_size;
+                self.stats.block_ids.push(block_id);
+                return Some(buffer_id);
+            }
+            Ok((
+                _,
+                DeviceMessage::StreamEnd {
+                    last_block_id,
+                    frames_sent,
+                    frames_dropped,
+                },
+            )) => {
+                self.stats.stream_end = Some((last_block_id, frames_sent, frames_dropped));
+            }
+            Ok((
+                _,
+                DeviceMessage::Event {
+                    event_id, detail, ..
+                },
+            )) => self.stats.events.push((event_id, detail)),
+            Ok((_, DeviceMessage::Released { count })) => self.stats.released += count,
+            Err(_) => self.stats.garbled += 1,
+        }
+        None
+    }
+
+    /// Set the HELLO (a CM REP carried it).
+    pub fn set_hello(&mut self, hello: Hello) {
+        self.stats.hello = Some(hello);
+    }
+
+    /// Compare a buffer with the synthetic frame its stamp names.
+    fn check_frame(&mut self, buffer_id: u32, block_id: u64, valid: u64, frames: &[u8]) -> bool {
+        let Some((leader_block, leader)) = self.leaders.remove(&buffer_id) else {
+            return false;
+        };
+        let Some(pf) = PixelFormat::from_pfnc(leader.pixel_format) else {
+            return false;
+        };
+        let spec = FrameSpec {
+            width: leader.width,
+            height: leader.height,
+            offset_x: leader.offset_x,
+            offset_y: leader.offset_y,
+            pixel_format: pf,
+            pattern: self.cfg.pattern,
+        };
+        let size = spec.payload_size();
+        let start = buffer_id as usize * self.cfg.buffer_size;
+        let Some(mem) = frames.get(start..start + self.cfg.buffer_size) else {
+            return false;
+        };
+        if leader_block != block_id || valid as usize != size || size > mem.len() || size < 8 {
+            return false;
+        }
+        let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
+        self.stats.frame_numbers.push(number);
+        let frame = Frame {
+            number,
+            spec,
+            timestamp: 0,
+        };
+        self.scratch.resize(size, 0);
+        pattern::fill(self.cfg.seed, &frame, 0, &mut self.scratch);
+        mem[..size] == self.scratch[..]
+    }
+}
+
+/// The host on the soft RoCEv2 stack ([`SoftHost`] responder, [`Requester`] for its SENDs).
+pub struct OrspHost {
+    core: HostCore,
+    soft: Option<SoftHost>,
+    requester: Option<Requester<128, 128>>,
+    msgs: Vec<Vec<u8>>,
+    free_msgs: Vec<u32>,
+    next_recv: u64,
+}
+
 impl std::fmt::Debug for OrspHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OrspHost")
-            .field("stats", &self.stats)
+            .field("stats", &self.core.stats)
             .finish_non_exhaustive()
     }
 }
@@ -129,28 +325,23 @@ impl OrspHost {
     /// A host not yet connected.
     pub fn new(cfg: HostConfig) -> Self {
         OrspHost {
-            cfg,
+            core: HostCore::new(cfg),
             soft: None,
             requester: None,
             msgs: Vec::new(),
             free_msgs: Vec::new(),
-            tx_seq: 0,
             next_recv: 0,
-            last_block: 0,
-            leaders: HashMap::new(),
-            stats: Stats::default(),
-            scratch: Vec::new(),
         }
     }
 
     /// This host's QPN and the PSN it sends with.
     pub fn qp_numbers(&self) -> (u32, u32) {
-        (self.cfg.host_qpn, self.cfg.host_sq_psn)
+        (self.core.cfg.host_qpn, self.core.cfg.host_sq_psn)
     }
 
     /// Statistics so far.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        &self.core.stats
     }
 
     /// Bring the host QP up after an RDMA CM exchange: the camera's QPN from the REP, the PSN
@@ -163,14 +354,14 @@ impl OrspHost {
         pmtu: Pmtu,
         hello: Hello,
     ) {
-        self.cfg.host_sq_psn = host_sq_psn;
+        self.core.cfg.host_sq_psn = host_sq_psn;
         self.connect(device_qpn, device_sq_psn, pmtu);
-        self.stats.hello = Some(hello);
+        self.core.set_hello(hello);
     }
 
     /// Bring the host QP up for a camera whose DEVICE_QPN/DEVICE_SQ_PSN were read over GVCP.
     pub fn connect(&mut self, device_qpn: u32, device_sq_psn: u32, pmtu: Pmtu) {
-        let c = &self.cfg;
+        let c = &self.core.cfg;
         let mut path = Path::new(c.host_ip, c.camera_ip);
         path.src_port = c.tx_port;
         path.dst_port = c.camera_rx_port;
@@ -196,47 +387,29 @@ impl OrspHost {
 
     /// The descriptors of every buffer.
     pub fn descriptors(&self) -> Vec<Descriptor> {
-        (0..self.cfg.buffers)
-            .map(|i| Descriptor {
-                buffer_id: i,
-                rkey: FRAME_RKEY,
-                addr: FRAME_VA + u64::from(i) * self.cfg.buffer_size as u64,
-                length: self.cfg.buffer_size as u64,
-            })
-            .collect()
+        self.core.descriptors(FRAME_RKEY, FRAME_VA)
     }
 
     /// SEND ANNOUNCE with every buffer, queued at once.
     pub fn announce(&mut self) {
-        let d = self.descriptors();
-        for part in d.chunks(40) {
-            let mut b = vec![0u8; 24 + 24 * part.len()];
-            let n =
-                msg::emit_announce(&mut b, self.tx_seq, msg::ANNOUNCE_QUEUE, part).expect("sized");
-            b.truncate(n);
-            self.send(b);
+        for m in self.core.announce_messages(FRAME_RKEY, FRAME_VA) {
+            self.send(m);
         }
     }
 
     /// SEND FLUSH (the camera answers RELEASED).
     pub fn flush(&mut self, forget: bool) {
-        let mut b = vec![0u8; 20];
-        msg::emit_flush(
-            &mut b,
-            self.tx_seq,
-            if forget { msg::FLUSH_FORGET } else { 0 },
-        )
-        .expect("sized");
-        self.send(b);
+        let m = self.core.flush_message(forget);
+        self.send(m);
     }
 
     /// SEND raw bytes as a host message (tests use it to send malformed messages).
     pub fn send_raw(&mut self, bytes: Vec<u8>) {
+        self.core.count_raw();
         self.send(bytes);
     }
 
     fn send(&mut self, bytes: Vec<u8>) {
-        self.tx_seq += 1;
         let len = bytes.len() as u32;
         let handle = match self.free_msgs.pop() {
             Some(h) => {
@@ -299,120 +472,25 @@ impl OrspHost {
             if r.completion.status != RecvStatus::Success {
                 continue;
             }
-            if let Some(soft) = self.soft.as_mut() {
-                soft.post_recv(self.next_recv, RECV_SIZE);
-                self.next_recv += 1;
-            }
-            match msg::parse_device(&r.data) {
-                Ok((_, DeviceMessage::Hello(h))) => self.stats.hello = Some(h),
-                Ok((
-                    _,
-                    DeviceMessage::Leader {
-                        buffer_id,
-                        block_id,
-                        previous_dropped,
-                        leader,
-                        ..
-                    },
-                )) => {
-                    if previous_dropped && self.last_block != 0 {
-                        self.stats.dropped += block_id.saturating_sub(self.last_block + 1);
-                    } else if previous_dropped {
-                        self.stats.dropped += block_id.saturating_sub(1);
-                    }
-                    self.last_block = block_id;
-                    self.leaders.insert(buffer_id, (block_id, leader));
-                }
-                Ok((
-                    _,
-                    DeviceMessage::Trailer {
-                        buffer_id,
-                        status,
-                        valid_size,
-                        block_id,
-                    },
-                )) => {
-                    let good = status == 0 && self.check_frame(buffer_id, block_id, valid_size);
-                    if good {
-                        self.stats.good += 1;
-                    } else {
-                        self.stats.bad += 1;
-                    }
-                    self.stats.bytes += valid_size;
-                    self.stats.block_ids.push(block_id);
-                    requeue.push(buffer_id);
-                }
-                Ok((
-                    _,
-                    DeviceMessage::StreamEnd {
-                        last_block_id,
-                        frames_sent,
-                        frames_dropped,
-                    },
-                )) => {
-                    self.stats.stream_end = Some((last_block_id, frames_sent, frames_dropped));
-                }
-                Ok((
-                    _,
-                    DeviceMessage::Event {
-                        event_id, detail, ..
-                    },
-                )) => self.stats.events.push((event_id, detail)),
-                Ok((_, DeviceMessage::Released { count })) => self.stats.released += count,
-                Err(_) => self.stats.garbled += 1,
+            let Some(soft) = self.soft.as_mut() else {
+                return;
+            };
+            soft.post_recv(self.next_recv, RECV_SIZE);
+            self.next_recv += 1;
+            if let Some(done) = self.core.on_message(&r.data, soft.region(FRAME_RKEY)) {
+                requeue.push(done);
             }
         }
-        if self.cfg.requeue && !requeue.is_empty() {
-            let mut b = vec![0u8; 20 + 4 * requeue.len()];
-            let n = msg::emit_queue(&mut b, self.tx_seq, &requeue).expect("sized");
-            b.truncate(n);
-            self.send(b);
+        if self.core.requeue() && !requeue.is_empty() {
+            let m = self.core.queue_message(&requeue);
+            self.send(m);
         }
     }
 
     /// Re-queue buffers by hand (tests that starve the camera, then recover).
     pub fn queue(&mut self, ids: &[u32]) {
-        let mut b = vec![0u8; 20 + 4 * ids.len()];
-        let n = msg::emit_queue(&mut b, self.tx_seq, ids).expect("sized");
-        b.truncate(n);
-        self.send(b);
-    }
-
-    /// Compare a buffer with the synthetic frame its stamp names.
-    fn check_frame(&mut self, buffer_id: u32, block_id: u64, valid: u64) -> bool {
-        let Some((leader_block, leader)) = self.leaders.remove(&buffer_id) else {
-            return false;
-        };
-        let Some(pf) = PixelFormat::from_pfnc(leader.pixel_format) else {
-            return false;
-        };
-        let spec = FrameSpec {
-            width: leader.width,
-            height: leader.height,
-            offset_x: leader.offset_x,
-            offset_y: leader.offset_y,
-            pixel_format: pf,
-            pattern: self.cfg.pattern,
-        };
-        let size = spec.payload_size();
-        let Some(soft) = self.soft.as_ref() else {
-            return false;
-        };
-        let start = buffer_id as usize * self.cfg.buffer_size;
-        let mem = &soft.region(FRAME_RKEY)[start..start + self.cfg.buffer_size];
-        if leader_block != block_id || valid as usize != size || size > mem.len() || size < 8 {
-            return false;
-        }
-        let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
-        self.stats.frame_numbers.push(number);
-        let frame = Frame {
-            number,
-            spec,
-            timestamp: 0,
-        };
-        self.scratch.resize(size, 0);
-        pattern::fill(self.cfg.seed, &frame, 0, &mut self.scratch);
-        mem[..size] == self.scratch[..]
+        let m = self.core.queue_message(ids);
+        self.send(m);
     }
 
     /// The next RoCEv2 IP packet to send into `out`.

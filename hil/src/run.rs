@@ -54,6 +54,22 @@ pub struct HostOptions {
     /// Connect with the RDMA CM to this port instead of the GVCP register exchange (the host
     /// sets OrspCmPort to it when the camera has no listener yet).
     pub cm_port: Option<u16>,
+    /// Where RoCEv2 is received: the soft host on a UDP socket, or an RDMA device.
+    pub transport: HostTransport,
+}
+
+/// The host's RoCEv2 transport.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HostTransport {
+    /// The soft RC responder on a UDP socket (no RDMA device needed).
+    #[default]
+    Soft,
+    /// A real RC QP on an RDMA device (an RDMA NIC or Soft-RoCE), by name or by the device
+    /// whose GID table has the host's RoCEv2 address. Needs the `verbs` cargo feature.
+    Verbs {
+        /// The RDMA device's name (`rxe0`, `mlx5_0`); None = the one that owns the address.
+        device: Option<String>,
+    },
 }
 
 fn pump(
@@ -84,10 +100,11 @@ fn pump(
 fn connect_registers(
     o: &HostOptions,
     gvcp: &mut GvcpClient,
-    host: &mut OrspHost,
+    plane: &mut Plane,
     roce_local: std::net::IpAddr,
+    pmtu: Pmtu,
 ) -> Result<()> {
-    let (host_qpn, host_psn) = host.qp_numbers();
+    let (host_qpn, host_psn) = plane.qp_numbers();
     gvcp.write(regs::SCDA0, u32::from(o.local))?;
     if let std::net::IpAddr::V6(gid) = roce_local {
         for (i, w) in gid.octets().chunks(4).enumerate() {
@@ -99,13 +116,74 @@ fn connect_registers(
     }
     gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
     gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
-    gvcp.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu4096 as u32)?;
+    gvcp.write(oregs::BASE + oregs::PATH_MTU, pmtu as u32)?;
     let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
     let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;
-    host.connect(dqpn, dpsn, Pmtu::Mtu4096);
+    // the QP must be ready to receive before CONNECT: the HELLO follows at once
+    plane.connect(dqpn, dpsn, pmtu)?;
     gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_CONNECT)
         .context("camera refused CONNECT")?;
     Ok(())
+}
+
+/// The soft host and its UDP socket.
+struct SoftPlane {
+    host: OrspHost,
+    roce: RoceSocket,
+    t0: StdInstant,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+}
+
+/// The host's data plane: the soft host on a UDP socket, or a verbs QP.
+enum Plane {
+    Soft(Box<SoftPlane>),
+    #[cfg(feature = "verbs")]
+    Verbs(Box<crate::verbs_host::VerbsHost>),
+}
+
+impl Plane {
+    fn qp_numbers(&self) -> (u32, u32) {
+        match self {
+            Plane::Soft(p) => p.host.qp_numbers(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.qp_numbers(),
+        }
+    }
+
+    fn stats(&self) -> &crate::host::Stats {
+        match self {
+            Plane::Soft(p) => p.host.stats(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.stats(),
+        }
+    }
+
+    fn connect(&mut self, dqpn: u32, dpsn: u32, pmtu: Pmtu) -> Result<()> {
+        match self {
+            Plane::Soft(p) => p.host.connect(dqpn, dpsn, pmtu),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.connect(dqpn, dpsn, pmtu)?,
+        }
+        Ok(())
+    }
+
+    fn announce(&mut self) -> Result<()> {
+        match self {
+            Plane::Soft(p) => p.host.announce(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.announce()?,
+        }
+        Ok(())
+    }
+
+    fn pump(&mut self) -> Result<bool> {
+        match self {
+            Plane::Soft(p) => pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.pump(),
+        }
+    }
 }
 
 /// Connect to the camera over ORSP, stream, check every frame, and summarise.
@@ -137,67 +215,98 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     }
     let roce_local = o.roce_local.unwrap_or(std::net::IpAddr::V4(o.local));
     let camera_roce = o.camera_roce.unwrap_or(std::net::IpAddr::V4(o.camera));
-    let mut roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
-    let host_qpn = 0x000200 | (std::process::id() & 0xff);
     let host_psn = (std::process::id().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
-    let mut host = OrspHost::new(HostConfig {
+    let cfg = |host_qpn: u32, tx_port: u16| HostConfig {
         host_ip: roce_local,
         camera_ip: camera_roce,
         host_qpn,
         host_sq_psn: host_psn,
         buffers: o.buffers,
         buffer_size: payload,
-        // its own bound port: the QP pair's entropy port is symmetric in the two QPNs, so on one
-        // loopback address it is the camera's already
-        tx_port: roce.tx_port(),
+        tx_port,
         camera_rx_port: o.camera_rx_port,
         seed: o.seed,
         pattern,
         requeue: true,
-    });
-    let cm_conn = match o.cm_port {
-        Some(port) => {
+    };
+    let (mut plane, pmtu) = match &o.transport {
+        HostTransport::Soft => {
+            let roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+            let host_qpn = 0x000200 | (std::process::id() & 0xff);
+            // its own bound port: the QP pair's entropy port is symmetric in the two QPNs, so
+            // on one loopback address it is the camera's already
+            let host = OrspHost::new(cfg(host_qpn, roce.tx_port()));
+            let plane = Plane::Soft(Box::new(SoftPlane {
+                host,
+                roce,
+                t0: StdInstant::now(),
+                rx: vec![0u8; 65536],
+                tx: Vec::new(),
+            }));
+            (plane, Pmtu::Mtu4096)
+        }
+        #[cfg(feature = "verbs")]
+        HostTransport::Verbs { device } => {
+            // the QPN is the device's; HostConfig's is unused by the verbs host
+            let v = crate::verbs_host::VerbsHost::open(device.as_deref(), cfg(0, 0))?;
+            let pmtu = v.max_pmtu();
+            let (name, gid_index) = v.device();
+            if o.progress {
+                eprintln!(
+                    "verbs: {name} GID index {gid_index} ({roce_local}), QPN {:#x}, path MTU {}",
+                    v.qp_numbers().0,
+                    pmtu.bytes()
+                );
+            }
+            (Plane::Verbs(Box::new(v)), pmtu)
+        }
+        #[cfg(not(feature = "verbs"))]
+        HostTransport::Verbs { .. } => {
+            bail!("this build has no verbs transport: rebuild with `--features verbs`")
+        }
+    };
+    let cm_conn = match (o.cm_port, &mut plane) {
+        (Some(port), Plane::Soft(p)) => {
+            let SoftPlane { host, roce, .. } = &mut **p;
             if gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0 {
                 gvcp.write(oregs::BASE + oregs::CM_PORT, u32::from(port))?;
             }
+            let (host_qpn, host_psn) = host.qp_numbers();
             let c = crate::cm::connect(
-                &mut roce,
+                roce,
                 roce_local,
                 camera_roce,
                 o.camera_rx_port,
                 port,
                 host_qpn,
                 host_psn,
-                Pmtu::Mtu4096,
+                pmtu,
             )?;
-            host.connect_cm(
-                c.device_qpn,
-                c.device_sq_psn,
-                c.host_sq_psn,
-                Pmtu::Mtu4096,
-                c.hello,
-            );
+            host.connect_cm(c.device_qpn, c.device_sq_psn, c.host_sq_psn, pmtu, c.hello);
             Some(c)
         }
-        None => None,
+        #[cfg(feature = "verbs")]
+        (Some(_), Plane::Verbs(_)) => {
+            bail!("--connect cm with --transport verbs is not implemented yet (use registers)")
+        }
+        (None, _) => None,
     };
     if cm_conn.is_none() {
-        connect_registers(o, gvcp, &mut host, roce_local)?;
+        connect_registers(o, gvcp, &mut plane, roce_local, pmtu)?;
     }
     let t0 = StdInstant::now();
-    let (mut rx, mut tx) = (vec![0u8; 65536], Vec::new());
-    while host.stats().hello.is_none() {
+    while plane.stats().hello.is_none() {
         if t0.elapsed() > Duration::from_secs(1) {
             bail!(
                 "no HELLO from the camera within 1 s: is {} reachable from {roce_local}?",
                 std::net::SocketAddr::new(camera_roce, o.camera_rx_port)
             );
         }
-        if !pump(&mut host, &mut roce, t0, &mut rx, &mut tx)? {
+        if !plane.pump()? {
             std::thread::sleep(Duration::from_micros(100));
         }
     }
-    host.announce();
+    plane.announce()?;
     match o.frames {
         Some(n) => {
             gvcp.write(regs::ACQUISITION_MODE, 2)?;
@@ -222,8 +331,8 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     let mut stopping = false;
     // a stream that stops moving is an error, not a wait without end
     let (mut seen, mut moved) = (0, start);
-    while host.stats().stream_end.is_none() {
-        let s = host.stats();
+    while plane.stats().stream_end.is_none() {
+        let s = plane.stats();
         if s.good + s.bad + s.dropped != seen {
             (seen, moved) = (s.good + s.bad + s.dropped, StdInstant::now());
         } else if moved.elapsed() > Duration::from_secs(10) {
@@ -241,7 +350,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         if stopping && start.elapsed() > o.duration.unwrap_or_default() + Duration::from_secs(5) {
             bail!("camera did not end the stream after AcquisitionStop");
         }
-        if !pump(&mut host, &mut roce, t0, &mut rx, &mut tx)? {
+        if !plane.pump()? {
             std::thread::sleep(Duration::from_micros(50));
         }
         if last_beat.elapsed() > Duration::from_millis(500) {
@@ -249,7 +358,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             last_beat = StdInstant::now();
         }
         if o.progress && last_print.elapsed() > Duration::from_secs(1) {
-            let s = host.stats();
+            let s = plane.stats();
             let secs = start.elapsed().as_secs_f64();
             // the camera's retransmission counter; the read doubles as the heartbeat
             let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
@@ -273,26 +382,27 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     }
     let seconds = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
-        b.set_position(host.stats().good + host.stats().bad);
+        b.set_position(plane.stats().good + plane.stats().bad);
         b.finish();
     }
     // settle the last ACKs, then read the camera's view
     for _ in 0..20 {
-        pump(&mut host, &mut roce, t0, &mut rx, &mut tx)?;
+        plane.pump()?;
         std::thread::sleep(Duration::from_millis(1));
     }
     let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
-    match &cm_conn {
+    match (&cm_conn, &mut plane) {
         // rdma_disconnect(): DREQ, the camera answers DREP and goes idle
-        Some(c) => {
-            let _ = crate::cm::disconnect(&mut roce, roce_local, camera_roce, o.camera_rx_port, c);
+        (Some(c), Plane::Soft(p)) => {
+            let _ =
+                crate::cm::disconnect(&mut p.roce, roce_local, camera_roce, o.camera_rx_port, c);
         }
-        None => {
+        _ => {
             let _ = gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_DISCONNECT);
         }
     }
     let _ = gvcp.write(regs::CCP, 0);
-    let s = host.stats();
+    let s = plane.stats();
     let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
     let received = s.good + s.bad;
     Ok(Summary {

@@ -1,4 +1,5 @@
-//! `rdmacam-host`: the reference ORSP host (soft mode: RoCEv2 on a UDP socket, no RDMA NIC).
+//! `rdmacam-host`: the reference ORSP host: soft mode (RoCEv2 on a UDP socket, no RDMA NIC) or
+//! verbs mode (an RC QP on an RDMA device; cargo feature `verbs`).
 
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -7,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Parser;
-use rdmacam_hil::run::{HostOptions, run_host};
+use rdmacam_hil::run::{HostOptions, HostTransport, run_host};
 
 /// Connect to an rdmacam camera over ORSP, receive and check frames, print statistics.
 #[derive(Parser, Debug)]
@@ -59,6 +60,21 @@ struct Args {
     /// The camera's RDMA CM port (--connect cm); written to OrspCmPort if the camera has none.
     #[arg(long, default_value_t = 7471)]
     cm_port: u16,
+    /// Where RoCEv2 arrives: `soft` (this program's RC responder on a UDP socket, no RDMA
+    /// device) or `verbs` (an RC QP on an RDMA NIC or Soft-RoCE; needs a build with
+    /// `--features verbs`).
+    #[arg(long, value_enum, default_value_t = Transport::Soft)]
+    transport: Transport,
+    /// RDMA device for --transport verbs (default: the one whose GID table has this host's
+    /// RoCEv2 address).
+    #[arg(long)]
+    device: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Soft,
+    Verbs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +109,10 @@ fn main() -> ExitCode {
         fps: a.fps,
         progress: true,
         cm_port: (a.connect == Connect::Cm).then_some(a.cm_port),
+        transport: match a.transport {
+            Transport::Soft => HostTransport::Soft,
+            Transport::Verbs => HostTransport::Verbs { device: a.device },
+        },
     };
     match run_host(&o, &stop) {
         Ok(s) => s.report(a.json),
