@@ -4,14 +4,24 @@
 #  - aravis tools + GObject bindings: a GigE Vision host no one here wrote, for the camera tests
 #  - iproute2, nftables: network namespaces and random loss for the lossy-link tests
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
-# With --vm (root only): also qemu, rdma-core/pyverbs and a Debian kernel with rdma_rxe, for the
-# Soft-RoCE VM tests (hil/vm/README.md); about a minute and 200 MB of downloads.
+# With --verbs: also cmake and libclang (sideway's build needs them for the `verbs` cargo
+# feature) and libibverbs with its providers (loaded at run time by --transport verbs).
+# With --vm (root only; implies --verbs): also qemu, rdma-core/pyverbs and a Debian kernel with
+# rdma_rxe, for the Soft-RoCE scenarios (hil/vm/run-scenarios); about a minute and 200 MB.
 set -euo pipefail
 VM=0
-[ "${1:-}" = "--vm" ] && VM=1
+VERBS=0
+for a in "$@"; do
+  case "$a" in
+    --vm) VM=1; VERBS=1 ;;
+    --verbs) VERBS=1 ;;
+    *) echo "usage: scripts/setup.sh [--verbs] [--vm]" >&2; exit 2 ;;
+  esac
+done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="tshark aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables"
+[ "$VERBS" = 1 ] && PKGS="$PKGS cmake libclang-dev libibverbs1 ibverbs-providers"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -6,13 +6,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 use rdmacam_protocol::cm;
 use rdmacam_protocol::device::ORSP_BUFFERS;
-use rdmacam_protocol::device::pattern::{FrameSource, SyntheticSource};
+use rdmacam_protocol::device::pattern::{Frame, FrameSource, SyntheticSource};
 use rdmacam_protocol::device::{Device, DeviceEvent, GvcpReply, regs};
 use rdmacam_protocol::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE};
 use rdmacam_protocol::orsp::msg::event;
 use rdmacam_protocol::orsp::{ConnectParams, FrameOutcome, OrspChannel};
 use rdmacam_protocol::rc::{
-    Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
+    Completion, Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
     ResponderConfig, WcStatus, WorkRequest, split_rocev2,
 };
 use rdmacam_protocol::wire::Opcode;
@@ -61,6 +61,16 @@ impl PayloadSource for Payloads<'_> {
     }
 }
 
+/// The ORSP error code (STATUS, EVENT) of a failed send completion.
+fn failure_code(s: WcStatus) -> u16 {
+    match s {
+        WcStatus::RemoteAccessError
+        | WcStatus::RemoteInvalidRequest
+        | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
+        _ => event::RETRY_EXCEEDED,
+    }
+}
+
 /// The camera: device, queue pair, frame memory.
 pub struct CameraCore {
     device: Device,
@@ -79,6 +89,11 @@ pub struct CameraCore {
     last_rc: Option<rdmacam_protocol::rc::RequesterCounters>,
     counters: CameraCounters,
     events: Vec<DeviceEvent>,
+    /// A transport outside this type (verbs) runs the queue pair: connects and disconnects are
+    /// handed to it instead of building the soft QP.
+    external: bool,
+    external_connect: Option<(ConnectParams, IpAddr)>,
+    external_disconnect: bool,
 }
 
 impl std::fmt::Debug for CameraCore {
@@ -112,7 +127,86 @@ impl CameraCore {
             last_rc: None,
             counters: CameraCounters::default(),
             events: Vec::new(),
+            external: false,
+            external_connect: None,
+            external_disconnect: false,
         }
+    }
+
+    /// Leave the queue pair to an external transport (the verbs transport): ORSP connects and
+    /// disconnects are queued for [`take_connect`](Self::take_connect) and
+    /// [`take_disconnect`](Self::take_disconnect), and that transport posts the work requests
+    /// of [`poll_work`](Self::poll_work) and feeds back completions and host messages.
+    pub fn with_external_transport(mut self) -> Self {
+        self.external = true;
+        self
+    }
+
+    /// An ORSP connection to bring up on the external transport, with the host's address.
+    pub fn take_connect(&mut self) -> Option<(ConnectParams, IpAddr)> {
+        self.process_events();
+        self.external_connect.take()
+    }
+
+    /// Whether the ORSP connection went away since the last call (tear the QP down).
+    pub fn take_disconnect(&mut self) -> bool {
+        self.process_events();
+        std::mem::take(&mut self.external_disconnect)
+    }
+
+    /// A frame due now and the free frame slot to render it into (then
+    /// [`render`](Self::render) and [`offer_frame`](Self::offer_frame)).
+    pub fn next_frame(&mut self, now: Instant) -> Option<(Frame, u32)> {
+        let slot = *self.free_frames.last()?;
+        let frame = self.device.poll_orsp_frame(now, &mut self.source)?;
+        Some((frame, slot))
+    }
+
+    /// The synthetic pixels of `frame`.
+    pub fn render(&mut self, frame: &Frame, buf: &mut [u8]) {
+        self.source.read(frame, 0, buf);
+    }
+
+    /// Hand a rendered frame in `slot` to ORSP; the slot stays taken while it is in flight.
+    pub fn offer_frame(&mut self, frame: &Frame, slot: u32) -> FrameOutcome {
+        self.counters.frames_offered += 1;
+        let outcome = self.device.orsp_send_frame(frame, slot);
+        if outcome == FrameOutcome::Sent {
+            self.free_frames.retain(|&s| s != slot);
+            self.device
+                .set_orsp_frame_memory_free(!self.free_frames.is_empty());
+        }
+        outcome
+    }
+
+    /// The next work request for the send queue (external transport).
+    pub fn poll_work(&mut self) -> Option<WorkRequest> {
+        self.process_events();
+        self.device.orsp().poll_work()
+    }
+
+    /// The bytes of a message work request (`handle` at or above `MSG_HANDLE_BASE`).
+    pub fn message(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        self.device.orsp_channel().message(handle, offset, len)
+    }
+
+    /// A send completion from the external transport.
+    pub fn complete(&mut self, c: &Completion) {
+        // the first failure of a live connection ends it (the rest are flushes)
+        let failed = c.status != WcStatus::Success && self.device.orsp_channel().is_connected();
+        self.device.orsp().on_completion(c);
+        if failed {
+            self.device.orsp_failed(failure_code(c.status));
+            self.process_events();
+        }
+        self.reclaim_frames();
+    }
+
+    /// A message the host SENT, received by the external transport.
+    pub fn host_message(&mut self, bytes: &[u8]) {
+        self.counters.host_messages += 1;
+        self.device.orsp().on_host_message(bytes);
+        self.process_events();
     }
 
     /// Use `ip` (for example an IPv6 address) for RoCEv2 instead of the GigE Vision address. A
@@ -209,6 +303,11 @@ impl CameraCore {
             self.device.orsp_failed(event::REMOTE_ERROR);
             return;
         }
+        if self.external {
+            self.external_connect = Some((p, host_ip));
+            self.host_ip = Some(host_ip);
+            return;
+        }
         let mut path = Path::new(self.local_ip, host_ip);
         path.src_port = self.ports.camera_tx;
         path.dst_port = self.ports.host_rx;
@@ -233,6 +332,10 @@ impl CameraCore {
     }
 
     fn disconnect(&mut self) {
+        if self.external {
+            self.external_connect = None;
+            self.external_disconnect = true;
+        }
         self.last_rc = self.qp.take().map(|q| q.requester.counters());
         self.backlog.clear();
         self.reclaim_frames();
@@ -328,12 +431,7 @@ impl CameraCore {
         let mut failed = None;
         while let Some(c) = qp.requester.poll_completion() {
             if c.status != WcStatus::Success && failed.is_none() {
-                failed = Some(match c.status {
-                    WcStatus::RemoteAccessError
-                    | WcStatus::RemoteInvalidRequest
-                    | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
-                    _ => event::RETRY_EXCEEDED,
-                });
+                failed = Some(failure_code(c.status));
             }
             self.device.orsp().on_completion(&c);
         }
@@ -366,18 +464,12 @@ impl CameraCore {
             return Some(n);
         }
         // A due frame into free frame memory, then its work requests to the send queue.
-        if let Some(&slot) = self.free_frames.last() {
-            if let Some(frame) = self.device.poll_orsp_frame(now, &mut self.source) {
-                let buf = &mut self.frames[slot as usize];
-                buf.resize(frame.size(), 0);
-                self.source.read(&frame, 0, buf);
-                self.counters.frames_offered += 1;
-                if self.device.orsp_send_frame(&frame, slot) == FrameOutcome::Sent {
-                    self.free_frames.pop();
-                    self.device
-                        .set_orsp_frame_memory_free(!self.free_frames.is_empty());
-                }
-            }
+        if let Some((frame, slot)) = self.next_frame(now) {
+            let mut buf = std::mem::take(&mut self.frames[slot as usize]);
+            buf.resize(frame.size(), 0);
+            self.render(&frame, &mut buf);
+            self.frames[slot as usize] = buf;
+            self.offer_frame(&frame, slot);
         }
         while let Some(wr) = self.device.orsp().poll_work() {
             self.backlog.push_back(wr);

@@ -72,6 +72,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         pcap: None,
         roce_ip: None,
         cm_port: 0,
+        verbs: None,
     };
     let camera = {
         let stop = stop_camera.clone();

@@ -4,3 +4,5 @@ pub mod camera;
 pub mod demo;
 pub mod inspect;
 pub mod run;
+#[cfg(feature = "verbs")]
+pub mod verbs;

@@ -80,6 +80,9 @@ enum Transport {
     /// ORSP: RDMA WRITEs into host buffers, RoCEv2 from a plain UDP socket (no privilege, no
     /// RDMA NIC); GVSP stays available for hosts that do not connect ORSP.
     Udp,
+    /// ORSP on an RC queue pair of an RDMA device (an RDMA NIC or Soft-RoCE; see --device):
+    /// the NIC segments, acknowledges and retransmits. Needs a build with `--features verbs`.
+    Verbs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -124,6 +127,10 @@ struct RunArgs {
     /// aravis size their socket buffer only when that frame arrives.
     #[arg(long, default_value_t = 1000)]
     first_frame_mbps: u32,
+    /// RDMA device for --transport verbs (default: the one whose GID table has the RoCEv2
+    /// address, --roce-ip or --ip).
+    #[arg(long)]
+    device: Option<String>,
     /// UDP port the camera receives RoCEv2 on (--transport udp).
     #[arg(long, default_value_t = 4791)]
     roce_port: u16,
@@ -234,6 +241,7 @@ fn main() -> ExitCode {
                 pcap: a.pcap,
                 roce_ip: a.roce_ip,
                 cm_port: a.cm_port,
+                verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

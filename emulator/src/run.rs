@@ -67,6 +67,10 @@ pub struct RunOptions {
     /// Port the RDMA CM listener answers on from the start (the ORSP CM_PORT register; 0 = none
     /// until a host writes one).
     pub cm_port: u16,
+    /// ORSP on an RDMA device's RC QP instead of the userspace RoCEv2 socket: `Some(None)` =
+    /// the device that owns the RoCEv2 address, `Some(Some(name))` = that device. Needs the
+    /// `verbs` cargo feature.
+    pub verbs: Option<Option<String>>,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -109,6 +113,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             opts.gvcp_port
         )
     })?;
+    if opts.verbs.is_some() && opts.roce {
+        bail!("choose one ORSP transport: udp or verbs");
+    }
     let mut roce = if opts.roce {
         let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
         let mut r = RoceSocket::bind(roce_ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
@@ -153,6 +160,23 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     if let Some(a) = opts.roce_ip {
         cam = cam.with_roce_address(a);
     }
+    #[cfg(feature = "verbs")]
+    let mut verbs = match &opts.verbs {
+        Some(device) => {
+            cam = cam.with_external_transport();
+            let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
+            Some(crate::verbs::VerbsLink::open(
+                device.as_deref(),
+                roce_ip,
+                &mut cam,
+            )?)
+        }
+        None => None,
+    };
+    #[cfg(not(feature = "verbs"))]
+    if opts.verbs.is_some() {
+        bail!("this build has no verbs transport: rebuild with `--features verbs`");
+    }
     info!(
         %ip, serial = %opts.serial, width = opts.width, height = opts.height,
         pixel_format = opts.pixel_format.name(), pattern = opts.pattern.name(), fps = opts.fps,
@@ -160,7 +184,13 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         stream_source_port = stream_port,
         "virtual camera up: GVCP on {ip}:{}, GVSP from {ip}:{stream_port}{}",
         opts.gvcp_port,
-        if opts.roce { format!(", ORSP (RoCEv2) on {ip}:{}", opts.roce_port) } else { String::new() }
+        if opts.roce {
+            format!(", ORSP (RoCEv2) on {ip}:{}", opts.roce_port)
+        } else if opts.verbs.is_some() {
+            ", ORSP on verbs".to_owned()
+        } else {
+            String::new()
+        }
     );
 
     let t0 = StdInstant::now();
@@ -207,6 +237,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         for ev in cam.take_events() {
             log_event(&ev);
             if matches!(ev, DeviceEvent::OrspDisconnected) {
+                log_failure(&cam);
                 log_rc(&cam);
             }
         }
@@ -238,6 +269,15 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 if k < TX_BATCH {
                     break;
                 }
+            }
+        }
+        #[cfg(feature = "verbs")]
+        if let Some(v) = verbs.as_mut() {
+            for _ in 0..64 {
+                if !v.step(&mut cam, now()) {
+                    break;
+                }
+                busy = true;
             }
         }
         // Stream: send what is due, a bounded batch so GVCP stays responsive.
@@ -279,6 +319,27 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         "camera stopped"
     );
     Ok(())
+}
+
+/// Why an ORSP connection ended in the error state (retry exhaustion, fatal NAK).
+fn log_failure(cam: &CameraCore) {
+    let ch = cam.device_ref().orsp_channel();
+    if ch.state() == rdmacam_protocol::orsp::channel::State::Error {
+        let code = ch.last_error();
+        let why = match code {
+            rdmacam_protocol::orsp::msg::event::RETRY_EXCEEDED => {
+                "transport retries exhausted: the host stopped acknowledging"
+            }
+            rdmacam_protocol::orsp::msg::event::REMOTE_ERROR => {
+                "the host answered with a fatal NAK (access or invalid request)"
+            }
+            _ => "transport error",
+        };
+        warn!(
+            code = format!("{code:#06x}"),
+            "ORSP connection failed: {why}; idle until the host reconnects or its heartbeat expires"
+        );
+    }
 }
 
 /// The ORSP connection's transport counters (live, or of the last connection).

@@ -393,6 +393,12 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         (self.device_qpn, self.device_sq_psn)
     }
 
+    /// Use `qpn` as the device QP from now on (a transport whose QP numbers a NIC assigns sets
+    /// the real one before each connection; DEVICE_QPN reads it).
+    pub fn set_device_qpn(&mut self, qpn: u32) {
+        self.device_qpn = qpn & 0x00ff_ffff;
+    }
+
     /// Set the CM listener port (the CM_PORT register's power-on value).
     pub fn set_cm_port(&mut self, port: u16) {
         self.cm_port = u32::from(port);
@@ -981,6 +987,14 @@ mod tests {
             DeviceMessage::Released { count: 1 }
         ));
         assert_eq!(c.queued_buffers(), 0);
+    }
+
+    #[test]
+    fn a_transport_sets_the_real_device_qpn() {
+        let mut c = OrspChannel::<8>::new(0x11, 7, Pmtu::Mtu4096);
+        c.set_device_qpn(0x0100_0023);
+        assert_eq!(c.read_reg(regs::DEVICE_QPN, &[0; 5]), Some(0x23));
+        assert_eq!(c.device_qp().0, 0x23);
     }
 
     #[test]

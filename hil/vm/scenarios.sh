@@ -1,0 +1,164 @@
+#!/bin/bash
+# Guest script (runs inside the Soft-RoCE VM; hil/vm/run-scenarios boots it): every verbs and
+# RDMA CM scenario against real rdma_rxe, each printing one line
+#   SCENARIO <n> <name>: PASS|FAIL frames=.. bad=.. gbit=.. retransmitted=.. rxe: ..
+# and a closing "N passed, M failed". Binaries come from the host's target/release (built with
+# --features rdmacam/verbs), seen through 9p.
+#
+# Topology (guest-init): veth0 198.18.0.1 with rxe0 in the root namespace (the host; the verbs
+# camera of scenario 2 takes 198.18.0.3 on the same veth0, so it shares rxe0 and rxe loops
+# their traffic internally), veth1 198.18.0.2 in netns `cam` (the userspace-RoCEv2 camera).
+set -u
+REL=${RDMACAM_REL:-$LAB/../../target/release}
+CAM=$REL/rdmacam
+HOST=$REL/rdmacam-host
+OUT=${OUT:-/out}
+FRAMES=${FRAMES:-200}
+# 1 MiB frames at a rate the TCG guest's checking host keeps up with (no drops by design; the
+# unpaced throughput is measured by bench-rxe.sh)
+W=1024 H=1024 FPS=${FPS:-30}
+passed=0 failed=0
+
+counter() { cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$1" 2>/dev/null || echo 0; }
+snap() { for c in out_of_seq_request duplicate_request rcvd_seq_err completer_retry_err retry_exceeded_err rcvd_pkts sent_pkts; do echo "$c=$(counter $c)"; done; }
+# rxe counter deltas since a snapshot: "name=delta ..."
+delta() {
+  local before=$1 c b
+  for c in out_of_seq_request duplicate_request rcvd_seq_err completer_retry_err rcvd_pkts; do
+    b=$(echo "$before" | sed -n "s/^$c=//p")
+    printf '%s=%s ' "$c" $(( $(counter $c) - ${b:-0} ))
+  done
+}
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1" 2>/dev/null || echo 0; }
+report() { # n name ok json extra
+  local n=$1 name=$2 ok=$3 json=$4 extra=$5
+  local line
+  line="frames=$(field "$json" frames_received) bad=$(field "$json" frames_bad) dropped=$(field "$json" frames_dropped) gbit=$(printf '%.3f' "$(field "$json" gbit_per_s)") retransmitted=$(field "$json" retransmitted_packets) $extra"
+  if [[ $ok == 1 ]]; then
+    echo "SCENARIO $n $name: PASS $line"; passed=$((passed + 1))
+  else
+    echo "SCENARIO $n $name: FAIL $line"; failed=$((failed + 1))
+  fi
+}
+# the host's JSON summary line (last line of stdout), or {}
+host_json() { grep '^{' "$1" | tail -1 || true; }
+good() { # json: all FRAMES received, none bad
+  [[ $(field "$1" frames_received) -ge $FRAMES && $(field "$1" frames_bad) == 0 ]]
+}
+wait_port() { # netns-or-empty port
+  for _ in $(seq 50); do
+    if [[ -n $1 ]]; then ip netns exec "$1" ss -lun | grep -q ":$2 " && return 0
+    else ss -lun | grep -q ":$2 " && return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+udp_camera() { # log name; extra args
+  local log=$1; shift
+  ip netns exec cam "$CAM" run --ip 198.18.0.2 --transport udp --width $W --height $H \
+      --fps "$FPS" "$@" >"$OUT/$log" 2>&1 &
+  echo $!
+}
+stop() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+verbs_host() { # camera-ip out-file [args]
+  local cam=$1 out=$2; shift 2
+  timeout 300 "$HOST" --transport verbs --device rxe0 --camera "$cam" --local 198.18.0.1 \
+      --json "$@" >"$OUT/$out" 2>"$OUT/$out.err"
+}
+
+# --- 0. RDMA CM (issue 8): a host on real librdmacm (pyverbs) against the userspace transport,
+# at the default veth MTU (the CM negotiates the path MTU). Its own CHECK/RESULT lines.
+echo "=== scenario 0: rdma_connect() from librdmacm"
+if bash "$LAB/cm-scenario.sh"; then
+  echo "SCENARIO 0 rdma-cm: PASS (see the CHECK lines above)"; passed=$((passed + 1))
+else
+  echo "SCENARIO 0 rdma-cm: FAIL (see the CHECK lines above)"; failed=$((failed + 1))
+fi
+tc qdisc del dev veth0 root 2>/dev/null; ip netns exec cam tc qdisc del dev veth1 root 2>/dev/null
+
+# 4096-byte path MTU for the rest: rxe derives its active MTU from the netdev's
+ip link set veth0 mtu 9000
+ip -n cam link set veth1 mtu 9000
+ip addr add 198.18.0.3/24 dev veth0
+sleep 0.5
+echo "rxe0: active_mtu $(ibv_devinfo -d rxe0 | sed -n 's/.*active_mtu:[[:space:]]*//p')"
+
+# --- 1. userspace-RoCEv2 camera -> host on verbs
+echo "=== scenario 1: camera --transport udp -> host --transport verbs"
+cam=$(udp_camera s1-camera.log)
+wait_port cam 3956
+before=$(snap)
+verbs_host 198.18.0.2 s1-host.out --frames "$FRAMES"
+json=$(host_json "$OUT/s1-host.out")
+stop "$cam"
+ok=0; good "$json" && ok=1
+report 1 udp-camera-to-verbs-host $ok "$json" "rxe: $(delta "$before")"
+[[ $ok == 1 ]] || tail -3 "$OUT/s1-host.out.err"
+
+# --- 2. verbs camera on rxe0 -> host on verbs (both on rxe0: rxe's loopback)
+echo "=== scenario 2: camera --transport verbs -> host --transport verbs"
+"$CAM" run --ip 198.18.0.3 --transport verbs --device rxe0 --width $W --height $H \
+    --fps "$FPS" >"$OUT/s2-camera.log" 2>&1 &
+cam=$!
+wait_port "" 3956
+before=$(snap)
+verbs_host 198.18.0.3 s2-host.out --frames "$FRAMES"
+json=$(host_json "$OUT/s2-host.out")
+stop "$cam"
+ok=0; good "$json" && grep -q "verbs QP connected" "$OUT/s2-camera.log" && ok=1
+report 2 verbs-camera-to-verbs-host $ok "$json" "rxe: $(delta "$before")"
+[[ $ok == 1 ]] || { tail -3 "$OUT/s2-host.out.err"; tail -5 "$OUT/s2-camera.log"; }
+
+# --- 3. scenario 1 through netem: loss, reordering and duplication both ways
+echo "=== scenario 3: scenario 1 with netem 1% loss, 1% reordered by 1 ms, 1% duplicated"
+ip netns exec cam tc qdisc replace dev veth1 root netem delay 1ms reorder 99% 50% loss 1% duplicate 1%
+tc qdisc replace dev veth0 root netem delay 1ms reorder 99% 50% loss 1% duplicate 1%
+cam=$(udp_camera s3-camera.log)
+wait_port cam 3956
+before=$(snap)
+verbs_host 198.18.0.2 s3-host.out --frames "$FRAMES"
+json=$(host_json "$OUT/s3-host.out")
+d=$(delta "$before")
+stop "$cam"
+tc qdisc del dev veth0 root; ip netns exec cam tc qdisc del dev veth1 root
+oos=$(echo "$d" | sed -n 's/.*out_of_seq_request=\([0-9]*\).*/\1/p')
+dup=$(echo "$d" | sed -n 's/.*duplicate_request=\([0-9]*\).*/\1/p')
+ok=0
+good "$json" && [[ $(field "$json" retransmitted_packets) -gt 0 && ${oos:-0} -gt 0 && ${dup:-0} -gt 0 ]] && ok=1
+report 3 netem-loss-reorder-duplicate $ok "$json" "rxe: $d"
+[[ $ok == 1 ]] || tail -3 "$OUT/s3-host.out.err"
+
+# --- 4. the host's QP destroyed mid-stream (the host process killed): the camera exhausts its
+# retries (retry_cnt 6), reports the error, goes idle when the heartbeat expires; a new host
+# streams again
+echo "=== scenario 4: host QP destroyed mid-stream, then a new host"
+cam=$(udp_camera s4-camera.log)
+wait_port cam 3956
+verbs_host 198.18.0.2 s4-host-killed.out --frames 100000 &
+victim=$!
+for _ in $(seq 200); do grep -q "acquisition started" "$OUT/s4-camera.log" && break; sleep 0.1; done
+sleep 2
+kill -9 $(pgrep -f "rdmacam-host --transport verbs" ) 2>/dev/null
+wait $victim 2>/dev/null
+t_kill=$(cut -d' ' -f1 /proc/uptime)
+failed_seen=0 idle_seen=0
+for _ in $(seq 150); do
+  grep -q "ORSP connection failed" "$OUT/s4-camera.log" && failed_seen=1
+  grep -q "heartbeat expired" "$OUT/s4-camera.log" && idle_seen=1
+  [[ $failed_seen == 1 && $idle_seen == 1 ]] && break
+  sleep 0.1
+done
+echo "camera after the kill ($(cut -d' ' -f1 /proc/uptime) - $t_kill s):"
+grep -E "ORSP connection failed|heartbeat expired|ORSP transport" "$OUT/s4-camera.log" \
+    | sed 's/\x1b\[[0-9;]*m//g; s/^/camera: /' | tail -4
+before=$(snap)
+verbs_host 198.18.0.2 s4-host.out --frames "$FRAMES"
+json=$(host_json "$OUT/s4-host.out")
+stop "$cam"
+ok=0
+good "$json" && [[ $failed_seen == 1 && $idle_seen == 1 ]] && ok=1
+report 4 host-qp-destroyed-then-reconnect $ok "$json" "camera_failed=$failed_seen camera_idle=$idle_seen rxe: $(delta "$before")"
+[[ $ok == 1 ]] || tail -3 "$OUT/s4-host.out.err"
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
