@@ -69,6 +69,10 @@ pub enum HostTransport {
     Verbs {
         /// The RDMA device's name (`rxe0`, `mlx5_0`); None = the one that owns the address.
         device: Option<String>,
+        /// Fault for tests: destroy the QP after this many frames (memory stays registered),
+        /// wait for the camera to report the failure in OrspStatus, release control, and end
+        /// with an error that says what the camera did.
+        destroy_qp_after: Option<u64>,
     },
 }
 
@@ -124,6 +128,49 @@ fn connect_registers(
     gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_CONNECT)
         .context("camera refused CONNECT")?;
     Ok(())
+}
+
+/// `--destroy-qp-after`: the QP goes, the registered memory and the GVCP session stay.
+fn destroy_qp(plane: &mut Plane, frames: u64) {
+    #[cfg(feature = "verbs")]
+    if let Plane::Verbs(v) = plane {
+        v.destroy_qp();
+        eprintln!(
+            "destroy-qp: destroyed the host QP after {frames} frames; waiting for the camera to give up"
+        );
+    }
+    #[cfg(not(feature = "verbs"))]
+    let _ = (plane, frames);
+}
+
+/// After the QP was destroyed: poll OrspStatus until the camera reports an error, then release
+/// control and check the camera went idle. Always ends the session with an error that says what
+/// the camera did.
+fn camera_gives_up(gvcp: &mut GvcpClient, since: StdInstant) -> Result<()> {
+    let status = gvcp.read(oregs::BASE + oregs::STATUS)?;
+    let code = status >> 16;
+    if status & 0xf != 15 {
+        if since.elapsed() > Duration::from_secs(30) {
+            bail!("the camera did not report an error within 30 s of the host QP's destruction");
+        }
+        return Ok(());
+    }
+    let what = match code {
+        0x9001 => "retries exhausted",
+        0x9002 => "remote access error or invalid request",
+        _ => "other error",
+    };
+    eprintln!(
+        "destroy-qp: the camera reported OrspStatus error {code:#06x} ({what}) {:.2} s after the QP was destroyed",
+        since.elapsed().as_secs_f64()
+    );
+    gvcp.write(regs::CCP, 0)?;
+    let state = gvcp.read(oregs::BASE + oregs::STATUS)? & 0xf;
+    eprintln!(
+        "destroy-qp: after control was released the camera's ORSP state is {state}{}",
+        if state == 0 { " (idle)" } else { "" }
+    );
+    bail!("stream ended by --destroy-qp-after: the camera reported {code:#06x} ({what})")
 }
 
 /// The soft host and its UDP socket.
@@ -246,7 +293,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             (plane, Pmtu::Mtu4096)
         }
         #[cfg(feature = "verbs")]
-        HostTransport::Verbs { device } => {
+        HostTransport::Verbs { device, .. } => {
             // the QPN is the device's; HostConfig's is unused by the verbs host
             let v = crate::verbs_host::VerbsHost::open(device.as_deref(), cfg(0, 0))?;
             let pmtu = v.max_pmtu();
@@ -331,7 +378,26 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     let mut stopping = false;
     // a stream that stops moving is an error, not a wait without end
     let (mut seen, mut moved) = (0, start);
+    let destroy_after = match &o.transport {
+        HostTransport::Verbs {
+            destroy_qp_after, ..
+        } => *destroy_qp_after,
+        HostTransport::Soft => None,
+    };
+    let mut destroyed: Option<StdInstant> = None;
     while plane.stats().stream_end.is_none() {
+        if let Some(n) = destroy_after
+            && destroyed.is_none()
+            && plane.stats().good + plane.stats().bad >= n
+        {
+            destroy_qp(&mut plane, n);
+            destroyed = Some(StdInstant::now());
+        }
+        if let Some(at) = destroyed {
+            camera_gives_up(gvcp, at)?;
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
         let s = plane.stats();
         if s.good + s.bad + s.dropped != seen {
             (seen, moved) = (s.good + s.bad + s.dropped, StdInstant::now());

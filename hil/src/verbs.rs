@@ -149,7 +149,8 @@ pub struct RcAttrs {
 /// One RC queue pair on one RDMA device.
 pub struct VerbsQp {
     // drop order: QP, then CQ, then PD, then the context
-    qp: BasicQueuePair,
+    qp: Option<BasicQueuePair>,
+    qpn: u32,
     cq: Arc<BasicCompletionQueue>,
     pd: Arc<ProtectionDomain>,
     _ctx: Arc<DeviceContext>,
@@ -164,7 +165,7 @@ impl std::fmt::Debug for VerbsQp {
         f.debug_struct("VerbsQp")
             .field("device", &self.device)
             .field("gid_index", &self.gid_index)
-            .field("qpn", &self.qp.qp_number())
+            .field("qpn", &self.qpn)
             .finish_non_exhaustive()
     }
 }
@@ -181,7 +182,8 @@ impl VerbsQp {
         remote_write: bool,
     ) -> Result<Self> {
         let list = DeviceList::new().context(
-            "cannot list RDMA devices (libibverbs missing? install ibverbs-providers and rdma-core)",
+            "cannot list RDMA devices: is libibverbs installed (ibverbs-providers), and does this \
+             kernel have RDMA (an RDMA NIC's driver, or rdma_rxe for Soft-RoCE)?",
         )?;
         if list.is_empty() {
             bail!(
@@ -280,7 +282,8 @@ impl VerbsQp {
         qp.modify(&attr)
             .with_context(|| format!("ibv_modify_qp to INIT on {name}"))?;
         Ok(VerbsQp {
-            qp,
+            qpn: qp.qp_number(),
+            qp: Some(qp),
             cq,
             pd,
             _ctx: ctx,
@@ -298,7 +301,18 @@ impl VerbsQp {
 
     /// Our QP number.
     pub fn qpn(&self) -> u32 {
-        self.qp.qp_number()
+        self.qpn
+    }
+
+    /// Destroy the QP now (`ibv_destroy_qp`), keeping the CQ, PD and registered memory: the
+    /// peer's packets then find no QP (a host that vanished, for tests). Later posts fail.
+    pub fn destroy_qp(&mut self) {
+        self.qp = None;
+        self.state = QueuePairState::Reset;
+    }
+
+    fn live(&mut self) -> Result<&mut BasicQueuePair> {
+        self.qp.as_mut().context("the QP was destroyed")
     }
 
     /// The GID index of our address.
@@ -364,11 +378,9 @@ impl VerbsQp {
             .setup_max_dest_read_atomic(0)
             .setup_min_rnr_timer(a.min_rnr_timer)
             .setup_address_vector(&av);
-        self.qp.modify(&attr).with_context(|| {
-            format!(
-                "ibv_modify_qp to RTR (remote QPN {remote_qpn:#x} at {remote_ip}) on {}",
-                self.device
-            )
+        let device = self.device.clone();
+        self.live()?.modify(&attr).with_context(|| {
+            format!("ibv_modify_qp to RTR (remote QPN {remote_qpn:#x} at {remote_ip}) on {device}")
         })?;
         self.state = QueuePairState::ReadyToReceive;
         let mut attr = QueuePairAttribute::new();
@@ -378,9 +390,9 @@ impl VerbsQp {
             .setup_retry_cnt(a.retry_cnt)
             .setup_rnr_retry(a.rnr_retry)
             .setup_max_read_atomic(0);
-        self.qp
+        self.live()?
             .modify(&attr)
-            .with_context(|| format!("ibv_modify_qp to RTS on {}", self.device))?;
+            .with_context(|| format!("ibv_modify_qp to RTS on {device}"))?;
         self.state = QueuePairState::ReadyToSend;
         Ok(())
     }
@@ -402,7 +414,7 @@ impl VerbsQp {
             offset + len as usize <= region.buf.len(),
             "receive outside its region"
         );
-        let mut guard = self.qp.start_post_recv();
+        let mut guard = self.live()?.start_post_recv();
         let wr = guard.construct_wr(wr_id);
         // SAFETY: the range lies inside the registered region, which outlives the QP's use of
         // it (the caller keeps the Region alive while the QP exists).
@@ -434,7 +446,7 @@ impl VerbsQp {
             flags |= WorkRequestFlags::Solicited;
         }
         let (remote_va, rkey) = remote;
-        let mut guard = self.qp.start_post_send();
+        let mut guard = self.live()?.start_post_send();
         let wr = guard.construct_wr(wr_id, flags);
         let wr = match kind {
             MessageKind::Send => wr.setup_send(),

@@ -42,6 +42,7 @@ pub struct VerbsHost {
     free_send: Vec<u32>,
     pending: std::collections::VecDeque<Vec<u8>>,
     wcs: Vec<Wc>,
+    destroyed: bool,
 }
 
 impl std::fmt::Debug for VerbsHost {
@@ -78,6 +79,7 @@ impl VerbsHost {
             free_send: (0..SEND_SLOTS).rev().collect(),
             pending: Default::default(),
             wcs: Vec::new(),
+            destroyed: false,
         })
     }
 
@@ -180,6 +182,9 @@ impl VerbsHost {
     /// Poll the CQ once: received messages are checked and their buffers re-queued, send slots
     /// come back. Returns whether anything happened; an error names the failed completion.
     pub fn pump(&mut self) -> Result<bool> {
+        if self.destroyed {
+            return Ok(false);
+        }
         self.wcs.clear();
         if self.qp.poll(&mut self.wcs) == 0 {
             return Ok(false);
@@ -219,6 +224,13 @@ impl VerbsHost {
         }
         self.post_pending()?;
         Ok(true)
+    }
+
+    /// Destroy the QP, keeping the registered memory (a host that vanished, for tests): the
+    /// camera's packets then find no QP and its retries run out.
+    pub fn destroy_qp(&mut self) {
+        self.qp.destroy_qp();
+        self.destroyed = true;
     }
 
     /// Whether every SEND of ours completed.

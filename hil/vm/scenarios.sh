@@ -128,36 +128,42 @@ good "$json" && [[ $(field "$json" retransmitted_packets) -gt 0 && ${oos:-0} -gt
 report 3 netem-loss-reorder-duplicate $ok "$json" "rxe: $d"
 [[ $ok == 1 ]] || tail -3 "$OUT/s3-host.out.err"
 
-# --- 4. the host's QP destroyed mid-stream (the host process killed): the camera exhausts its
-# retries (retry_cnt 6), reports the error, goes idle when the heartbeat expires; a new host
-# streams again
+# --- 4. the host's QP destroyed mid-stream. (a) rdmacam-host --destroy-qp-after destroys only
+# its QP (memory and GVCP session stay): rxe drops the camera's packets for the missing QPN, the
+# camera's retries (retry_cnt 6) run out, OrspStatus shows 0x9001, and once control is released
+# the camera is idle. (b) the host process killed outright (its QP and memory go): the camera
+# fails the connection and goes idle when the heartbeat expires. (c) a new host streams.
 echo "=== scenario 4: host QP destroyed mid-stream, then a new host"
 cam=$(udp_camera s4-camera.log)
 wait_port cam 3956
-verbs_host 198.18.0.2 s4-host-killed.out --frames 100000 &
+verbs_host 198.18.0.2 s4a-host.out --frames 100000 --destroy-qp-after 20
+rc_a=$?
+sed 's/^/host: /' "$OUT/s4a-host.out.err" | grep "destroy-qp" || true
+exhausted=0 idle_a=0
+grep -q "OrspStatus error 0x9001 (retries exhausted)" "$OUT/s4a-host.out.err" && exhausted=1
+grep -q "ORSP state is 0 (idle)" "$OUT/s4a-host.out.err" && idle_a=1
+[[ $rc_a == 2 ]] || exhausted=0
+verbs_host 198.18.0.2 s4b-host-killed.out --frames 100000 &
 victim=$!
-for _ in $(seq 200); do grep -q "acquisition started" "$OUT/s4-camera.log" && break; sleep 0.1; done
-sleep 2
-kill -9 $(pgrep -f "rdmacam-host --transport verbs" ) 2>/dev/null
+sleep 3
+kill -9 $(pgrep -f "rdmacam-host --transport verbs") 2>/dev/null
 wait $victim 2>/dev/null
-t_kill=$(cut -d' ' -f1 /proc/uptime)
-failed_seen=0 idle_seen=0
+failed_b=0 idle_b=0
 for _ in $(seq 150); do
-  grep -q "ORSP connection failed" "$OUT/s4-camera.log" && failed_seen=1
-  grep -q "heartbeat expired" "$OUT/s4-camera.log" && idle_seen=1
-  [[ $failed_seen == 1 && $idle_seen == 1 ]] && break
+  [[ $(grep -c "ORSP connection failed" "$OUT/s4-camera.log") -ge 2 ]] && failed_b=1
+  grep -q "heartbeat expired" "$OUT/s4-camera.log" && idle_b=1
+  [[ $failed_b == 1 && $idle_b == 1 ]] && break
   sleep 0.1
 done
-echo "camera after the kill ($(cut -d' ' -f1 /proc/uptime) - $t_kill s):"
-grep -E "ORSP connection failed|heartbeat expired|ORSP transport" "$OUT/s4-camera.log" \
-    | sed 's/\x1b\[[0-9;]*m//g; s/^/camera: /' | tail -4
+grep -E "ORSP connection failed|heartbeat expired|control released" "$OUT/s4-camera.log" \
+    | sed 's/\x1b\[[0-9;]*m//g; s/^/camera: /' | tail -5
 before=$(snap)
 verbs_host 198.18.0.2 s4-host.out --frames "$FRAMES"
 json=$(host_json "$OUT/s4-host.out")
 stop "$cam"
 ok=0
-good "$json" && [[ $failed_seen == 1 && $idle_seen == 1 ]] && ok=1
-report 4 host-qp-destroyed-then-reconnect $ok "$json" "camera_failed=$failed_seen camera_idle=$idle_seen rxe: $(delta "$before")"
+good "$json" && [[ $exhausted == 1 && $idle_a == 1 && $failed_b == 1 && $idle_b == 1 ]] && ok=1
+report 4 host-qp-destroyed-then-reconnect $ok "$json" "qp_destroyed:retries_exhausted=$exhausted,idle=$idle_a host_killed:failed=$failed_b,idle=$idle_b rxe: $(delta "$before")"
 [[ $ok == 1 ]] || tail -3 "$OUT/s4-host.out.err"
 
 echo "$passed passed, $failed failed"

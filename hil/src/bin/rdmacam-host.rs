@@ -69,6 +69,11 @@ struct Args {
     /// RoCEv2 address).
     #[arg(long)]
     device: Option<String>,
+    /// Test fault (--transport verbs): destroy the host's QP after N frames, keep the memory
+    /// and the GVCP session, wait until the camera reports the failure in OrspStatus, release
+    /// control, print what the camera did, and exit 2.
+    #[arg(long, value_name = "N")]
+    destroy_qp_after: Option<u64>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +90,10 @@ enum Connect {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if a.destroy_qp_after.is_some() && a.transport != Transport::Verbs {
+        eprintln!("rdmacam-host: --destroy-qp-after needs --transport verbs");
+        return ExitCode::from(2);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -111,7 +120,10 @@ fn main() -> ExitCode {
         cm_port: (a.connect == Connect::Cm).then_some(a.cm_port),
         transport: match a.transport {
             Transport::Soft => HostTransport::Soft,
-            Transport::Verbs => HostTransport::Verbs { device: a.device },
+            Transport::Verbs => HostTransport::Verbs {
+                device: a.device,
+                destroy_qp_after: a.destroy_qp_after,
+            },
         },
     };
     match run_host(&o, &stop) {
