@@ -224,6 +224,18 @@ impl Plane {
         Ok(())
     }
 
+    /// Nothing to do: sleep a little (soft), or until a solicited completion (verbs).
+    fn wait(&mut self) -> Result<()> {
+        match self {
+            Plane::Soft(_) => std::thread::sleep(Duration::from_micros(50)),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => {
+                v.wait(Duration::from_millis(5))?;
+            }
+        }
+        Ok(())
+    }
+
     fn pump(&mut self) -> Result<bool> {
         match self {
             Plane::Soft(p) => pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx),
@@ -417,7 +429,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             bail!("camera did not end the stream after AcquisitionStop");
         }
         if !plane.pump()? {
-            std::thread::sleep(Duration::from_micros(50));
+            plane.wait()?;
         }
         if last_beat.elapsed() > Duration::from_millis(500) {
             gvcp.heartbeat();

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use sideway::ibverbs::AccessFlags;
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid, GidType};
-use sideway::ibverbs::completion::{BasicCompletionQueue, WorkCompletionStatus};
+use sideway::ibverbs::completion::{
+    BasicCompletionQueue, CompletionChannel, CompletionQueue, WorkCompletionStatus,
+};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu, PortState};
 use sideway::ibverbs::memory_region::MemoryRegion;
@@ -152,6 +154,7 @@ pub struct VerbsQp {
     qp: Option<BasicQueuePair>,
     qpn: u32,
     cq: Arc<BasicCompletionQueue>,
+    channel: Arc<CompletionChannel>,
     pd: Arc<ProtectionDomain>,
     _ctx: Arc<DeviceContext>,
     device: String,
@@ -255,9 +258,16 @@ impl VerbsQp {
         let pd = ctx
             .alloc_pd()
             .with_context(|| format!("ibv_alloc_pd on {name}"))?;
+        // a completion channel, so a host can sleep until a solicited completion (the TRAILER)
+        let channel = CompletionChannel::new(&ctx)
+            .with_context(|| format!("ibv_create_comp_channel on {name}"))?;
+        channel
+            .set_nonblocking(true)
+            .context("completion channel O_NONBLOCK")?;
         let cq = ctx
             .create_cq_builder()
             .setup_cqe(send_depth + recv_depth)
+            .setup_comp_channel(&channel, 0)
             .build()
             .with_context(|| format!("ibv_create_cq on {name}"))?;
         let mut qp = pd
@@ -285,6 +295,7 @@ impl VerbsQp {
             qpn: qp.qp_number(),
             qp: Some(qp),
             cq,
+            channel,
             pd,
             _ctx: ctx,
             device: name,
@@ -475,6 +486,54 @@ impl VerbsQp {
             }
         }
         out.len() - before
+    }
+}
+
+impl VerbsQp {
+    /// Wait up to `timeout` for a solicited completion (the camera's TRAILERs are sent
+    /// solicited), then poll: `ibv_req_notify_cq(cq, solicited_only = 1)`, one more poll for
+    /// what came before arming, then `poll(2)` on the completion channel and
+    /// `ibv_get_cq_event` + `ibv_ack_cq_events`. Returns how many completions were appended.
+    pub fn wait_solicited(&self, out: &mut Vec<Wc>, timeout: std::time::Duration) -> Result<usize> {
+        // SAFETY: the CQ outlives this call (we hold its Arc); req_notify only arms it.
+        let cq = unsafe { self.cq.cq() };
+        let rc = unsafe { rdma_mummy_sys::ibv_req_notify_cq(cq.as_ptr(), 1) };
+        if rc != 0 {
+            bail!(
+                "ibv_req_notify_cq failed: {}",
+                std::io::Error::from_raw_os_error(rc)
+            );
+        }
+        let n = self.poll(out);
+        if n > 0 {
+            return Ok(n);
+        }
+        let mut pfd = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&*self.channel),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if ready > 0 {
+            let mut ev_cq = std::ptr::null_mut();
+            let mut ctx = std::ptr::null_mut();
+            // SAFETY: the channel is live; the out-pointers are valid locals. The fd is
+            // non-blocking, so a spurious wake-up returns -1 instead of blocking.
+            let got = unsafe {
+                rdma_mummy_sys::ibv_get_cq_event(
+                    self.channel.comp_channel().as_ptr(),
+                    &mut ev_cq,
+                    &mut ctx,
+                )
+            };
+            if got == 0 {
+                // SAFETY: the event's CQ is ours; every event is acknowledged exactly once.
+                unsafe { rdma_mummy_sys::ibv_ack_cq_events(ev_cq, 1) };
+            }
+        }
+        Ok(self.poll(out))
     }
 }
 

@@ -189,6 +189,25 @@ impl VerbsHost {
         if self.qp.poll(&mut self.wcs) == 0 {
             return Ok(false);
         }
+        self.handle_completions()
+    }
+
+    /// Sleep until the next solicited completion (a TRAILER) or `timeout`, then handle what
+    /// the CQ holds. The camera's LEADERs and our own send completions raise no event; they are
+    /// picked up with the TRAILER that follows them or when the wait times out.
+    pub fn wait(&mut self, timeout: std::time::Duration) -> Result<bool> {
+        if self.destroyed {
+            std::thread::sleep(timeout);
+            return Ok(false);
+        }
+        self.wcs.clear();
+        if self.qp.wait_solicited(&mut self.wcs, timeout)? == 0 {
+            return Ok(false);
+        }
+        self.handle_completions()
+    }
+
+    fn handle_completions(&mut self) -> Result<bool> {
         let mut requeue = Vec::new();
         let wcs = std::mem::take(&mut self.wcs);
         for wc in &wcs {
