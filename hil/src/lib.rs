@@ -17,4 +17,6 @@ pub mod soft;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 #[cfg(feature = "verbs")]
+pub mod verbs_cm;
+#[cfg(feature = "verbs")]
 pub mod verbs_host;

@@ -173,6 +173,13 @@ fn camera_gives_up(gvcp: &mut GvcpClient, since: StdInstant) -> Result<()> {
     bail!("stream ended by --destroy-qp-after: the camera reported {code:#06x} ({what})")
 }
 
+/// An RDMA CM connection: the soft host's own IB CM, or librdmacm's.
+enum CmConn {
+    Soft(crate::cm::CmConnection),
+    #[cfg(feature = "verbs")]
+    Verbs(crate::verbs_cm::CmConnection),
+}
+
 /// The soft host and its UDP socket.
 struct SoftPlane {
     host: OrspHost,
@@ -324,12 +331,14 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             bail!("this build has no verbs transport: rebuild with `--features verbs`")
         }
     };
+    if let Some(port) = o.cm_port
+        && gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0
+    {
+        gvcp.write(oregs::BASE + oregs::CM_PORT, u32::from(port))?;
+    }
     let cm_conn = match (o.cm_port, &mut plane) {
         (Some(port), Plane::Soft(p)) => {
             let SoftPlane { host, roce, .. } = &mut **p;
-            if gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0 {
-                gvcp.write(oregs::BASE + oregs::CM_PORT, u32::from(port))?;
-            }
             let (host_qpn, host_psn) = host.qp_numbers();
             let c = crate::cm::connect(
                 roce,
@@ -342,11 +351,30 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
                 pmtu,
             )?;
             host.connect_cm(c.device_qpn, c.device_sq_psn, c.host_sq_psn, pmtu, c.hello);
-            Some(c)
+            Some(CmConn::Soft(c))
         }
         #[cfg(feature = "verbs")]
-        (Some(_), Plane::Verbs(_)) => {
-            bail!("--connect cm with --transport verbs is not implemented yet (use registers)")
+        (Some(port), Plane::Verbs(v)) => {
+            let c = crate::verbs_cm::connect(v, camera_roce, port)?;
+            // the REP carried the HELLO; sideway 0.4 hides private data, so read the same
+            // fields from the registers
+            let r = |gvcp: &mut GvcpClient, off: u32| gvcp.read(oregs::BASE + off);
+            let hello = rdmacam_protocol::orsp::msg::Hello {
+                orsp_version: r(gvcp, oregs::ORSP_VERSION)?,
+                caps: r(gvcp, oregs::ORSP_CAPS)?,
+                max_ctrl_msg: r(gvcp, oregs::MAX_CTRL_MSG)?,
+                dev_recv_depth: r(gvcp, oregs::DEV_RECV_DEPTH)?,
+                max_buffers: r(gvcp, oregs::MAX_BUFFERS)?,
+                path_mtu: Pmtu::from_code(r(gvcp, oregs::PATH_MTU)? as u8).map_or(0, |p| p.bytes()),
+            };
+            if o.progress {
+                eprintln!(
+                    "rdma_connect: established, path MTU {} (OrspPathMtu)",
+                    hello.path_mtu
+                );
+            }
+            v.set_hello(hello);
+            Some(CmConn::Verbs(c))
         }
         (None, _) => None,
     };
@@ -469,11 +497,17 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         std::thread::sleep(Duration::from_millis(1));
     }
     let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
-    match (&cm_conn, &mut plane) {
+    match (cm_conn, &mut plane) {
         // rdma_disconnect(): DREQ, the camera answers DREP and goes idle
-        (Some(c), Plane::Soft(p)) => {
+        (Some(CmConn::Soft(c)), Plane::Soft(p)) => {
             let _ =
-                crate::cm::disconnect(&mut p.roce, roce_local, camera_roce, o.camera_rx_port, c);
+                crate::cm::disconnect(&mut p.roce, roce_local, camera_roce, o.camera_rx_port, &c);
+        }
+        #[cfg(feature = "verbs")]
+        (Some(CmConn::Verbs(c)), _) => {
+            if let Err(e) = c.disconnect() {
+                eprintln!("rdmacam-host: {e:#}");
+            }
         }
         _ => {
             let _ = gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_DISCONNECT);

@@ -408,6 +408,25 @@ impl VerbsQp {
         Ok(())
     }
 
+    /// RTR then RTS with attributes someone else computed (the RDMA CM's `rdma_init_qp_attr`).
+    pub fn connect_with(
+        &mut self,
+        rtr: &QueuePairAttribute,
+        rts: &QueuePairAttribute,
+    ) -> Result<Pmtu> {
+        let device = self.device.clone();
+        let pmtu = pmtu_of(rtr.path_mtu());
+        self.live()?
+            .modify(rtr)
+            .with_context(|| format!("ibv_modify_qp to RTR (RDMA CM attributes) on {device}"))?;
+        self.state = QueuePairState::ReadyToReceive;
+        self.live()?
+            .modify(rts)
+            .with_context(|| format!("ibv_modify_qp to RTS (RDMA CM attributes) on {device}"))?;
+        self.state = QueuePairState::ReadyToSend;
+        Ok(pmtu)
+    }
+
     /// Whether the QP reached RTS.
     pub fn connected(&self) -> bool {
         self.state == QueuePairState::ReadyToSend

@@ -123,17 +123,19 @@ impl VerbsHost {
         )
     }
 
-    /// As [`connect`](Self::connect), after an RDMA CM exchange that carried the HELLO.
-    pub fn connect_cm(
+    /// RTR and RTS with the RDMA CM's attributes (`crate::verbs_cm`); returns the path MTU
+    /// the CM negotiated.
+    pub fn connect_with(
         &mut self,
-        device_qpn: u32,
-        device_sq_psn: u32,
-        pmtu: Pmtu,
-        hello: Hello,
-    ) -> Result<()> {
-        self.connect(device_qpn, device_sq_psn, pmtu)?;
+        rtr: &sideway::ibverbs::queue_pair::QueuePairAttribute,
+        rts: &sideway::ibverbs::queue_pair::QueuePairAttribute,
+    ) -> Result<Pmtu> {
+        self.qp.connect_with(rtr, rts)
+    }
+
+    /// The camera's HELLO, when it came another way than as a SEND (the RDMA CM's REP).
+    pub fn set_hello(&mut self, hello: Hello) {
         self.core.set_hello(hello);
-        Ok(())
     }
 
     /// Step 5: ANNOUNCE every buffer with its real rkey and address.

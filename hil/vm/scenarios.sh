@@ -166,5 +166,28 @@ good "$json" && [[ $exhausted == 1 && $idle_a == 1 && $failed_b == 1 && $idle_b 
 report 4 host-qp-destroyed-then-reconnect $ok "$json" "qp_destroyed:retries_exhausted=$exhausted,idle=$idle_a host_killed:failed=$failed_b,idle=$idle_b rxe: $(delta "$before")"
 [[ $ok == 1 ]] || tail -3 "$OUT/s4-host.out.err"
 
+# --- 5. rdmacam-host on librdmacm (sideway): rdma_connect() to the userspace camera's CM
+# listener, 200 frames, rdma_disconnect(); then a wrong port, which must come back as a REJ
+# with reason 8 reported by the host
+echo "=== scenario 5: rdmacam-host --transport verbs --connect cm"
+cam=$(udp_camera s5-camera.log --cm-port 7471)
+wait_port cam 3956
+before=$(snap)
+verbs_host 198.18.0.2 s5-host.out --frames "$FRAMES" --connect cm --cm-port 7471
+json=$(host_json "$OUT/s5-host.out")
+d=$(delta "$before")
+verbs_host 198.18.0.2 s5-host-wrong-port.out --frames 10 --connect cm --cm-port 7472
+rc_wrong=$?
+stop "$cam"
+sed 's/^/host: /' "$OUT/s5-host-wrong-port.out.err" | tail -1
+rejected=0
+[[ $rc_wrong == 2 ]] && grep -q "rejected the connection: reason 8" "$OUT/s5-host-wrong-port.out.err" && rejected=1
+drep=0
+grep -q "ORSP disconnected" "$OUT/s5-camera.log" && drep=1
+ok=0
+good "$json" && [[ $rejected == 1 && $drep == 1 ]] && ok=1
+report 5 librdmacm-host-rdma-connect $ok "$json" "wrong_port_rejected=$rejected disconnected=$drep rxe: $d"
+[[ $ok == 1 ]] || { tail -3 "$OUT/s5-host.out.err"; tail -5 "$OUT/s5-camera.log"; }
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]
