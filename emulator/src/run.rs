@@ -236,6 +236,15 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         cam.handle_timeout(now());
         for ev in cam.take_events() {
             log_event(&ev);
+            // ORSP TX_TUNING's DSCP/ECN byte goes on the socket (the kernel writes the header)
+            if let (DeviceEvent::OrspConnect(p), Some(r)) = (&ev, roce.as_mut())
+                && let Err(e) = r.set_tos(p.tos)
+            {
+                warn!(
+                    "cannot set the RoCEv2 socket's DSCP/ECN to {:#04x}: {e}",
+                    p.tos
+                );
+            }
             if matches!(ev, DeviceEvent::OrspDisconnected) {
                 log_failure(&cam);
                 log_rc(&cam);

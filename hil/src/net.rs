@@ -25,6 +25,7 @@ pub struct RoceSocket {
     loss: f64,
     rng: rand::rngs::StdRng,
     capture: Option<Capture>,
+    tos: u8,
     /// Packets dropped on purpose (`--loss`).
     pub dropped: u64,
 }
@@ -169,6 +170,7 @@ impl RoceSocket {
             loss,
             rng: rand::rngs::StdRng::seed_from_u64(seed),
             capture: None,
+            tos: 0,
             dropped: 0,
         })
     }
@@ -212,7 +214,32 @@ impl RoceSocket {
         pmtudisc_do(&tx, self.local.is_ipv6())?;
         self.tx = tx;
         self.tx_port = port;
-        Ok(())
+        self.set_tos(self.tos)
+    }
+
+    /// The IPv4 TOS / IPv6 traffic class byte (DSCP << 2 | ECN) of what this socket sends from
+    /// now on (ORSP TX_TUNING). The ICRC masks it, so it changes no checksum.
+    pub fn set_tos(&mut self, tos: u8) -> std::io::Result<()> {
+        self.tos = tos;
+        if !self.local.is_ipv6() {
+            return socket2::SockRef::from(&self.tx).set_tos(u32::from(tos));
+        }
+        let v = libc::c_int::from(tos);
+        // SAFETY: a valid socket and a c_int option value of the size we pass.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&self.tx),
+                libc::IPPROTO_IPV6,
+                libc::IPV6_TCLASS,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 
     /// Send a whole RoCEv2 IP packet: the kernel writes the IP and UDP headers again, with the
@@ -475,4 +502,20 @@ fn reconstruct(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8])
         .expect("sized for the headers");
     p[hl..].copy_from_slice(payload);
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_orsp_dscp_byte_reaches_the_sending_socket() {
+        let mut s = RoceSocket::bind(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0, 0, 0.0, 1)
+            .expect("bind on loopback");
+        s.set_tos(0xb8).unwrap(); // DSCP 46 (EF), ECN 0
+        assert_eq!(socket2::SockRef::from(&s.tx).tos().unwrap(), 0xb8);
+        // a rebind to the QP's entropy port keeps it
+        s.rebind_tx(0).unwrap();
+        assert_eq!(socket2::SockRef::from(&s.tx).tos().unwrap(), 0xb8);
+    }
 }

@@ -113,6 +113,7 @@ pub struct OrspChannel<const BUFS: usize> {
     max_pmtu: u32,
     retry: u32,
     tx_tuning: u32,
+    tos_capable: bool,
     write_chunk: u32,
     cm_port: u32,
     announced: Vec<Descriptor, BUFS>,
@@ -149,6 +150,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             max_pmtu: max_pmtu as u32,
             retry: 6 | (7 << 4) | (14 << 8),
             tx_tuning: 0,
+            tos_capable: true,
             write_chunk: 1 << 20,
             cm_port: 0,
             announced: Vec::new(),
@@ -198,7 +200,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     pub fn read_reg(&self, offset: u32, rc_counters: &[u32; 5]) -> Option<u32> {
         Some(match offset {
             regs::ORSP_VERSION => 0x0001_0000,
-            regs::ORSP_CAPS => regs::CAP_RC | regs::CAP_CM | (self.max_pmtu << 8),
+            regs::ORSP_CAPS => self.caps(),
             regs::DEVICE_QPN => self.device_qpn,
             regs::DEVICE_SQ_PSN => self.device_sq_psn,
             regs::HOST_SQ_PSN => self.host_sq_psn,
@@ -287,7 +289,9 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
                 settable(locked)?;
                 self.retry = v & 0x1f77;
             }
-            regs::TX_TUNING => self.tx_tuning = v,
+            regs::TX_TUNING => {
+                self.tx_tuning = if self.tos_capable { v } else { v & !0xff };
+            }
             regs::WRITE_CHUNK => {
                 if v != 0 && v < 4096 {
                     return Err(status::INVALID_PARAMETER);
@@ -373,7 +377,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     fn hello(&self, path_mtu: u32) -> msg::Hello {
         msg::Hello {
             orsp_version: 0x0001_0000,
-            caps: regs::CAP_RC | regs::CAP_CM | (self.max_pmtu << 8),
+            caps: self.caps(),
             max_ctrl_msg: MAX_CTRL_MSG as u32,
             dev_recv_depth: DEV_RECV_DEPTH,
             max_buffers: BUFS as u32,
@@ -391,6 +395,22 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// Device QPN and current starting PSN (for the CM REP).
     pub fn device_qp(&self) -> (u32, u32) {
         (self.device_qpn, self.device_sq_psn)
+    }
+
+    /// ORSP_CAPS.
+    fn caps(&self) -> u32 {
+        let tos = if self.tos_capable { regs::CAP_TOS } else { 0 };
+        regs::CAP_RC | regs::CAP_CM | tos | (self.max_pmtu << 8)
+    }
+
+    /// Whether the transport puts TX_TUNING's DSCP/ECN byte on the wire (default yes). A
+    /// device on an IP stack that writes its own TOS says no: CAPS bit 6 clears and the byte
+    /// reads back 0.
+    pub fn set_tos_capable(&mut self, capable: bool) {
+        self.tos_capable = capable;
+        if !capable {
+            self.tx_tuning &= !0xff;
+        }
     }
 
     /// Use `qpn` as the device QP from now on (a transport whose QP numbers a NIC assigns sets
@@ -987,6 +1007,22 @@ mod tests {
             DeviceMessage::Released { count: 1 }
         ));
         assert_eq!(c.queued_buffers(), 0);
+    }
+
+    #[test]
+    fn a_device_without_tos_control_says_so_and_ignores_the_byte() {
+        let mut c = OrspChannel::<8>::new(0x11, 7, Pmtu::Mtu4096);
+        assert_ne!(
+            c.read_reg(regs::ORSP_CAPS, &[0; 5]).unwrap() & regs::CAP_TOS,
+            0
+        );
+        c.set_tos_capable(false);
+        assert_eq!(
+            c.read_reg(regs::ORSP_CAPS, &[0; 5]).unwrap() & regs::CAP_TOS,
+            0
+        );
+        c.write_reg(regs::TX_TUNING, 0x12b8_0000 | 0xb8).unwrap();
+        assert_eq!(c.read_reg(regs::TX_TUNING, &[0; 5]), Some(0x12b8_0000));
     }
 
     #[test]

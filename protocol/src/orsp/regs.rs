@@ -39,3 +39,7 @@ pub const CONTROL_CLEAR_COUNTERS: u32 = 0x4;
 pub const CAP_RC: u32 = 1 << 0;
 /// ORSP_CAPS: RDMA CM listener.
 pub const CAP_CM: u32 = 1 << 5;
+/// ORSP_CAPS (rdmacam extension, reserved in ORSP 1): the DSCP/ECN byte of TX_TUNING reaches
+/// the wire. A device whose IP stack writes its own TOS (smoltcp writes 0) leaves it clear and
+/// reads TX_TUNING's low byte back as 0.
+pub const CAP_TOS: u32 = 1 << 6;
