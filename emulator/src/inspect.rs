@@ -393,6 +393,23 @@ fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
     Ok((out, None))
 }
 
+/// Every RoCE packet of a capture as `rdmacam inspect` judges it (`icrc` is `ok`, `bad` or
+/// `unverifiable`), for tests and tools.
+pub fn packets(path: &Path, port: u16) -> Result<Vec<RocePacket>, String> {
+    let (frames, _) = frames(path)?;
+    Ok(frames
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (link, data, rebuilt))| {
+            let mut p = analyze(i as u64 + 1, *link, data, port)?;
+            if p.icrc != "ok" && *rebuilt {
+                p.icrc = "unverifiable";
+            }
+            Some(p)
+        })
+        .collect())
+}
+
 /// Run the subcommand; the exit code follows the documented contract (0 good, 1 bad, 2 unreadable).
 pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
     let frames = match frames(path) {

@@ -1,6 +1,41 @@
-//! Camera firmware: for now a placeholder that links the protocol crate for every target, so the
-//! `no_std` build stays honest. The embassy application arrives with the firmware issue.
+//! The rdmacam camera firmware: one [`protocol::device::Device`] on embassy-net.
+//!
+//! * [`camera`] — the camera without I/O (`no_std`, no allocator): device, RC queue pair, frame
+//!   memory lent by the board, receive buffers.
+//! * [`app`] — the embassy task that owns the UDP sockets (GVCP 3956, RoCEv2 4791, GVSP) and
+//!   moves datagrams between them and the camera.
+//!
+//! Boards live in the binary (`src/main.rs`): the Zynq-7000 (Cortex-A9, Cadence GEM, for
+//! `armv7a-none-eabi`, logging through defmt) and a Linux TAP build (embassy's std executor and
+//! embassy-net-tuntap, logging through `log`), selected by `cfg(target_os = "none")`.
 #![no_std]
-#![forbid(unsafe_code)]
 
 pub use rdmacam_protocol as protocol;
+
+pub mod app;
+pub mod camera;
+
+use protocol::device::DeviceEvent;
+
+/// One line per device event: through `log` on Linux, defmt on the hardware.
+pub(crate) fn log_event(ev: &DeviceEvent) {
+    let what = match ev {
+        DeviceEvent::ControlTaken(_) => "control taken",
+        DeviceEvent::ControlReleased(_) => "control released",
+        DeviceEvent::HeartbeatExpired(_) => "heartbeat expired: control dropped, stream closed",
+        DeviceEvent::AcquisitionStarted => "acquisition started",
+        DeviceEvent::AcquisitionStopped => "acquisition stopped",
+        DeviceEvent::OrspConnect(_) => "ORSP connected",
+        DeviceEvent::OrspDisconnected => "ORSP disconnected",
+        DeviceEvent::ForceIp { .. } => "FORCEIP accepted (takes effect after a restart)",
+    };
+    info(what);
+}
+
+/// Log one line.
+pub fn info(what: &str) {
+    #[cfg(target_os = "none")]
+    defmt::info!("{=str}", what);
+    #[cfg(not(target_os = "none"))]
+    log::info!("{what}");
+}

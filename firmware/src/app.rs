@@ -1,0 +1,169 @@
+//! The camera task: UDP sockets on embassy-net, datagrams in and out of the [`Camera`].
+//!
+//! GVCP on 3956 (discovery broadcasts included), RoCEv2 on 4791 both ways, GVSP from
+//! [`GVSP_PORT`]. Receiving never blocks the sender: each round takes what has arrived, runs the
+//! timers, sends what is due, and sleeps only when nothing happened, until a datagram arrives
+//! or the camera's next deadline.
+
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::task::{Context, Poll, Waker};
+
+use embassy_futures::select::select3;
+use embassy_net::udp::{PacketMetadata, UdpSocket};
+use embassy_net::{IpAddress, IpEndpoint, Stack};
+use embassy_time::Timer;
+use rdmacam_protocol::device::pattern::FrameSource;
+use rdmacam_protocol::rc::Instant;
+
+use crate::camera::{Camera, ROCE_PORT};
+
+/// GigE Vision control port.
+pub const GVCP_PORT: u16 = 3956;
+/// UDP port GVSP leaves from (the device reports it in SCSP).
+pub const GVSP_PORT: u16 = 20202;
+
+/// Socket buffers of the camera task; a board keeps them in a `static`.
+pub struct Buffers {
+    gvcp_rx_meta: [PacketMetadata; 8],
+    gvcp_tx_meta: [PacketMetadata; 8],
+    gvcp_rx: [u8; 4096],
+    gvcp_tx: [u8; 4096],
+    roce_rx_meta: [PacketMetadata; 64],
+    roce_tx_meta: [PacketMetadata; 64],
+    roce_rx: [u8; 32 * 1024],
+    roce_tx: [u8; 64 * 1024],
+    gvsp_rx_meta: [PacketMetadata; 1],
+    gvsp_tx_meta: [PacketMetadata; 64],
+    gvsp_rx: [u8; 64],
+    gvsp_tx: [u8; 64 * 1024],
+    datagram: [u8; 9216],
+    out: [u8; 9216],
+}
+
+impl Buffers {
+    /// Zeroed buffers.
+    pub const fn new() -> Self {
+        Buffers {
+            gvcp_rx_meta: [PacketMetadata::EMPTY; 8],
+            gvcp_tx_meta: [PacketMetadata::EMPTY; 8],
+            gvcp_rx: [0; 4096],
+            gvcp_tx: [0; 4096],
+            roce_rx_meta: [PacketMetadata::EMPTY; 64],
+            roce_tx_meta: [PacketMetadata::EMPTY; 64],
+            roce_rx: [0; 32 * 1024],
+            roce_tx: [0; 64 * 1024],
+            gvsp_rx_meta: [PacketMetadata::EMPTY; 1],
+            gvsp_tx_meta: [PacketMetadata::EMPTY; 64],
+            gvsp_rx: [0; 64],
+            gvsp_tx: [0; 64 * 1024],
+            datagram: [0; 9216],
+            out: [0; 9216],
+        }
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now() -> Instant {
+    Instant::from_nanos(embassy_time::Instant::now().as_micros() * 1000)
+}
+
+fn v4(a: IpAddress) -> Option<Ipv4Addr> {
+    #[allow(unreachable_patterns)]
+    match a {
+        IpAddress::Ipv4(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// Run the camera on `stack` forever.
+pub async fn run<S: FrameSource>(stack: Stack<'_>, cam: &mut Camera<'_, S>, b: &mut Buffers) -> ! {
+    let mut gvcp = UdpSocket::new(
+        stack,
+        &mut b.gvcp_rx_meta,
+        &mut b.gvcp_rx,
+        &mut b.gvcp_tx_meta,
+        &mut b.gvcp_tx,
+    );
+    let mut roce = UdpSocket::new(
+        stack,
+        &mut b.roce_rx_meta,
+        &mut b.roce_rx,
+        &mut b.roce_tx_meta,
+        &mut b.roce_tx,
+    );
+    let mut gvsp = UdpSocket::new(
+        stack,
+        &mut b.gvsp_rx_meta,
+        &mut b.gvsp_rx,
+        &mut b.gvsp_tx_meta,
+        &mut b.gvsp_tx,
+    );
+    // binding a fresh socket to a free port cannot fail
+    let _ = gvcp.bind(GVCP_PORT);
+    let _ = roce.bind(ROCE_PORT);
+    let _ = gvsp.bind(GVSP_PORT);
+    let (datagram, out) = (&mut b.datagram, &mut b.out);
+    let mut noop = Context::from_waker(Waker::noop());
+    loop {
+        let mut busy = false;
+        // GVCP: answer every command that has arrived
+        while let Poll::Ready(Ok((n, meta))) = gvcp.poll_recv_from(datagram, &mut noop) {
+            busy = true;
+            let Some(ip) = v4(meta.endpoint.addr) else {
+                continue;
+            };
+            let src = SocketAddrV4::new(ip, meta.endpoint.port);
+            if let Some(reply) = cam.handle_gvcp(now(), src, &datagram[..n], out) {
+                let _ = gvcp.send_to(&out[..reply.len], meta.endpoint).await;
+            }
+        }
+        // RoCEv2 in: ACK/NAKs, the host's SENDs, CM MADs
+        for _ in 0..64 {
+            let Poll::Ready(Ok((n, meta))) = roce.poll_recv_from(datagram, &mut noop) else {
+                break;
+            };
+            busy = true;
+            if let Some(ip) = v4(meta.endpoint.addr) {
+                cam.handle_roce(now(), ip, &datagram[..n]);
+            }
+        }
+        cam.handle_timeout(now());
+        // RoCEv2 out: a bounded batch, so GVCP stays responsive
+        for _ in 0..64 {
+            let Some(d) = cam.poll_transmit(now(), out) else {
+                break;
+            };
+            busy = true;
+            let to = IpEndpoint::new(IpAddress::Ipv4(d.dst), d.dst_port);
+            let _ = roce.send_to(&out[d.payload], to).await;
+        }
+        // GVSP for hosts that did not connect ORSP
+        for _ in 0..64 {
+            let Some(p) = cam.poll_gvsp(now(), out) else {
+                break;
+            };
+            busy = true;
+            let to = IpEndpoint::new(IpAddress::Ipv4(p.dst_ip), p.dst_port);
+            let _ = gvsp.send_to(&out[..p.len], to).await;
+        }
+        if !busy {
+            let t = now().0;
+            let wake = cam
+                .poll_timeout()
+                .map_or(t + 1_000_000, |d| d.0)
+                .clamp(t, t + 1_000_000);
+            let at = embassy_time::Instant::from_micros(wake / 1000);
+            select3(
+                gvcp.wait_recv_ready(),
+                roce.wait_recv_ready(),
+                Timer::at(at),
+            )
+            .await;
+        }
+    }
+}

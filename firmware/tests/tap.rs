@@ -1,0 +1,229 @@
+//! The firmware's Linux TAP build as a camera on a network no one else shares: a network
+//! namespace holding one TAP interface (MTU 9000, 192.0.2.1/24 on the host side), the firmware
+//! attached to it at 192.0.2.2. Then, against it:
+//!
+//! 1. aravis (`arv-tool-0.8`, Debian's GigE Vision host) discovers it by broadcast;
+//! 2. the reference host (soft mode, in the namespace) streams 100 frames over ORSP, every frame
+//!    checked byte for byte against the synthetic pattern;
+//! 3. tshark captures that stream on the TAP interface and every RoCE packet's ICRC checks
+//!    (`rdmacam inspect`'s analysis): smoltcp writes IPv4 identification 0 with DF, which is what
+//!    the camera's ICRC assumed; packets the host sent too.
+//!
+//! Needs root (TAP, namespaces), iproute2, tshark and aravis-tools. Without them the test prints
+//! SKIPPED, unless RDMACAM_REQUIRE_ARAVIS=1 (CI), which makes that a failure.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+const NETNS: &str = "rdmacam-fw-test";
+
+fn have(tool: &str, arg: &str) -> bool {
+    Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn missing() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (TAP interfaces and network namespaces need it)".into());
+    }
+    for (tool, arg) in [
+        ("ip", "-V"),
+        ("tshark", "--version"),
+        ("arv-tool-0.8", "--help"),
+    ] {
+        if !have(tool, arg) {
+            return Some(format!("{tool} is not installed (scripts/setup.sh)"));
+        }
+    }
+    None
+}
+
+fn sh(cmd: &str) {
+    let ok = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+    assert!(ok.success(), "{cmd} failed");
+}
+
+/// The namespace and its TAP interface, removed on drop (with whatever runs in it).
+struct Net;
+
+impl Net {
+    fn up() -> Net {
+        let _ = Command::new("ip")
+            .args(["netns", "del", NETNS])
+            .stderr(Stdio::null())
+            .status();
+        sh(&format!(
+            "ip netns add {NETNS} && ip -n {NETNS} link set lo up && \
+             ip netns exec {NETNS} ip tuntap add name rdmacam0 mode tap && \
+             ip -n {NETNS} link set rdmacam0 mtu 9000 up && \
+             ip -n {NETNS} addr add 192.0.2.1/24 dev rdmacam0"
+        ));
+        Net
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "pids", NETNS])
+            .output()
+            .map(|o| {
+                for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                    let _ = Command::new("kill").arg(pid).status();
+                }
+            });
+        let _ = Command::new("ip").args(["netns", "del", NETNS]).status();
+    }
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Run `f` on a thread that has joined the namespace (setns is per thread for networks).
+fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(format!("/run/netns/{NETNS}")).expect("netns file");
+        // SAFETY: a valid namespace fd; only this thread moves.
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("thread in the namespace")
+}
+
+fn host_options(frames: u64) -> rdmacam_hil::run::HostOptions {
+    rdmacam_hil::run::HostOptions {
+        camera: "192.0.2.2".parse().unwrap(),
+        gvcp_port: 3956,
+        local: "192.0.2.1".parse().unwrap(),
+        rx_port: 4791,
+        roce_local: None,
+        camera_roce: None,
+        camera_rx_port: 4791,
+        buffers: 8,
+        frames: Some(frames),
+        duration: None,
+        loss: 0.0,
+        seed: 1,
+        fps: Some(100.0),
+        progress: false,
+        cm_port: None,
+        transport: Default::default(),
+    }
+}
+
+#[test]
+fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks() {
+    if let Some(why) = missing() {
+        assert!(
+            std::env::var("RDMACAM_REQUIRE_ARAVIS").is_err(),
+            "RDMACAM_REQUIRE_ARAVIS=1 but {why}"
+        );
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let _net = Net::up();
+    let log = std::env::temp_dir().join(format!("rdmacam-fw-{}.log", std::process::id()));
+    let _fw = Killed(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                NETNS,
+                env!("CARGO_BIN_EXE_rdmacam-firmware"),
+            ])
+            .args([
+                "--tap",
+                "rdmacam0",
+                "--ip",
+                "192.0.2.2/24",
+                "--width",
+                "640",
+            ])
+            .args(["--height", "480"])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("firmware"),
+    );
+
+    // 1. aravis discovers it (broadcast on the TAP interface); retried while it boots
+    let started = Instant::now();
+    let listed = loop {
+        let out = Command::new("ip")
+            .args(["netns", "exec", NETNS, "arv-tool-0.8"])
+            .output()
+            .expect("arv-tool-0.8");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("RDMACAMFW01") || started.elapsed() > Duration::from_secs(10) {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        listed.contains("RDMACAMFW01") && listed.contains("192.0.2.2"),
+        "aravis did not discover the firmware: {listed:?}\nfirmware log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    // 2 and 3. 100 frames into the reference host while tshark captures the TAP interface
+    let pcap = std::env::temp_dir().join(format!("rdmacam-fw-{}.pcapng", std::process::id()));
+    let tshark = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", NETNS, "tshark", "-q", "-i", "rdmacam0"])
+            .args(["-f", "udp port 4791", "-w"])
+            .arg(&pcap)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tshark"),
+    );
+    // tshark is capturing once its file exists
+    let t = Instant::now();
+    while !pcap.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let summary = in_netns(|| {
+        rdmacam_hil::run::run_host(&host_options(100), &Arc::new(AtomicBool::new(false)))
+    })
+    .expect("the reference host streams from the firmware");
+    std::thread::sleep(Duration::from_millis(500));
+    // SIGINT lets tshark finish its file
+    let _ = Command::new("kill")
+        .args(["-INT", &tshark.0.id().to_string()])
+        .status();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(tshark);
+    assert_eq!(summary.frames_received, 100, "{summary:?}");
+    assert_eq!(summary.frames_bad, 0, "{summary:?}");
+    assert_eq!(summary.frames_dropped, 0, "{summary:?}");
+
+    let packets = rdmacam::inspect::packets(Path::new(&pcap), 4791).expect("capture");
+    let from_camera = packets
+        .iter()
+        .filter(|p| p.src.to_string() == "192.0.2.2")
+        .count();
+    let bad: Vec<_> = packets.iter().filter(|p| p.icrc != "ok").collect();
+    let _ = std::fs::remove_file(&pcap);
+    assert!(
+        from_camera > 100 * 75,
+        "the capture holds the stream: {from_camera} packets from the camera"
+    );
+    assert!(bad.is_empty(), "packets with a bad ICRC: {bad:?}");
+    let _ = std::fs::remove_file(&log);
+}
