@@ -7,7 +7,9 @@
 //!    checked byte for byte against the synthetic pattern;
 //! 3. tshark captures that stream on the TAP interface and every RoCE packet's ICRC checks
 //!    (`rdmacam inspect`'s analysis): smoltcp writes IPv4 identification 0 with DF, which is what
-//!    the camera's ICRC assumed; packets the host sent too.
+//!    the camera's ICRC assumed; packets the host sent too;
+//! 4. the reference host connects through the RDMA CM instead (REQ/REP/RTU, DREQ at the end),
+//!    and a REQ to a port nobody listens on comes back as REJ reason 8.
 //!
 //! Needs root (TAP, namespaces), iproute2, tshark and aravis-tools. Without them the test prints
 //! SKIPPED, unless RDMACAM_REQUIRE_ARAVIS=1 (CI), which makes that a failure.
@@ -106,7 +108,7 @@ fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     .expect("thread in the namespace")
 }
 
-fn host_options(frames: u64) -> rdmacam_hil::run::HostOptions {
+fn host_options(frames: u64, cm_port: Option<u16>) -> rdmacam_hil::run::HostOptions {
     rdmacam_hil::run::HostOptions {
         camera: "192.0.2.2".parse().unwrap(),
         gvcp_port: 3956,
@@ -122,7 +124,7 @@ fn host_options(frames: u64) -> rdmacam_hil::run::HostOptions {
         seed: 1,
         fps: Some(100.0),
         progress: false,
-        cm_port: None,
+        cm_port,
         transport: Default::default(),
     }
 }
@@ -155,7 +157,7 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
                 "--width",
                 "640",
             ])
-            .args(["--height", "480"])
+            .args(["--height", "480", "--cm-port", "7471"])
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("firmware"),
@@ -199,7 +201,7 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
     }
     std::thread::sleep(Duration::from_millis(500));
     let summary = in_netns(|| {
-        rdmacam_hil::run::run_host(&host_options(100), &Arc::new(AtomicBool::new(false)))
+        rdmacam_hil::run::run_host(&host_options(100, None), &Arc::new(AtomicBool::new(false)))
     })
     .expect("the reference host streams from the firmware");
     std::thread::sleep(Duration::from_millis(500));
@@ -225,5 +227,31 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
         "the capture holds the stream: {from_camera} packets from the camera"
     );
     assert!(bad.is_empty(), "packets with a bad ICRC: {bad:?}");
+
+    // 4. the firmware answers the RDMA CM too: REQ/REP/RTU instead of the register exchange,
+    // 50 frames, DREQ/DREP; and a REQ to a port nobody listens on is rejected
+    let summary = in_netns(|| {
+        rdmacam_hil::run::run_host(
+            &host_options(50, Some(7471)),
+            &Arc::new(AtomicBool::new(false)),
+        )
+    })
+    .expect("the reference host connects to the firmware through the RDMA CM");
+    assert_eq!(
+        (summary.frames_received, summary.frames_bad),
+        (50, 0),
+        "{summary:?}"
+    );
+    let refused = in_netns(|| {
+        rdmacam_hil::run::run_host(
+            &host_options(5, Some(7472)),
+            &Arc::new(AtomicBool::new(false)),
+        )
+    })
+    .expect_err("a wrong CM port is rejected");
+    assert!(
+        format!("{refused:#}").contains("reason 8"),
+        "the REJ reason reaches the host: {refused:#}"
+    );
     let _ = std::fs::remove_file(&log);
 }

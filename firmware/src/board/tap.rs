@@ -55,6 +55,10 @@ struct Args {
     /// Seed of the Noise pattern.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Answer RDMA CM connection requests (rdma_connect) on this port from the start (the
+    /// OrspCmPort register; 0 = only after a host writes it).
+    #[arg(long, default_value_t = 0)]
+    cm_port: u16,
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -111,6 +115,7 @@ async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu
     let mut device = Device::new(cfg);
     // smoltcp writes TOS 0 and hides received IP headers: no DSCP/ECN control
     device.orsp().set_tos_capable(false);
+    device.orsp().set_cm_port(args.cm_port);
     static FRAMES: StaticCell<[u8; FRAME_MEMORY]> = StaticCell::new();
     static BUFFERS: StaticCell<Buffers> = StaticCell::new();
     let frames = FRAMES.init([0; FRAME_MEMORY]);
