@@ -122,7 +122,12 @@ fn panic(info: &PanicInfo) -> ! {
 #[zynq7000_rt::irq]
 fn irq_handler() {
     // SAFETY: called once per IRQ, from the IRQ handler.
-    let _ = unsafe { zynq7000_hal::generic_interrupt_handler() };
+    if let Err(irq) = unsafe { zynq7000_hal::generic_interrupt_handler() } {
+        static UNHANDLED: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+        if UNHANDLED.fetch_add(1, core::sync::atomic::Ordering::Relaxed) < 3 {
+            defmt::warn!("unhandled interrupt {}", defmt::Debug2Format(&irq));
+        }
+    }
 }
 
 fn eth_interrupt() {
@@ -173,6 +178,9 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
                 dns_servers: Default::default(),
             }));
         }
+        if waited % 10 == 0 {
+            defmt::debug!("waiting for an address ({} s)", waited / 10);
+        }
         Timer::after(Duration::from_millis(100)).await;
         waited += 1;
     };
@@ -210,6 +218,11 @@ fn main() -> ! {
     .expect("UART 1");
     critical_section::with(|cs| LOG_UART.borrow(cs).replace(Some(uart)));
     defmt::info!("rdmacam firmware on the Zynq-7000");
+    defmt::debug!(
+        "clocks: cpu 3x2x {} Hz, io ref {} Hz",
+        clocks.arm_clocks().cpu_3x2x_clk().to_raw(),
+        clocks.io_clocks().ref_clk().to_raw()
+    );
 
     zynq7000_hal::time_driver_gtc::init(
         clocks.arm_clocks(),
