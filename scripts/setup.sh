@@ -6,8 +6,9 @@
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
 # With --verbs: also cmake and libclang (sideway's build needs them for the `verbs` cargo
 # feature) and libibverbs with its providers (loaded at run time by --transport verbs).
-# With --vm (root only; implies --verbs): also qemu, rdma-core/pyverbs and a Debian kernel with
-# rdma_rxe, for the Soft-RoCE scenarios (hil/vm/run-scenarios); about a minute and 200 MB.
+# With --vm (root only; implies --verbs): also qemu (x86 and arm), rdma-core/pyverbs and a Debian
+# kernel with rdma_rxe, for the Soft-RoCE scenarios (hil/vm/run-scenarios) and the Zynq firmware
+# in qemu (firmware/scripts/qemu-zynq.sh); about a minute and 250 MB.
 set -euo pipefail
 VM=0
 VERBS=0

@@ -130,6 +130,18 @@ fn irq_handler() {
     }
 }
 
+/// The global timer's interrupt: clear its event flag (GTC interrupt status, write 1), then let
+/// the time driver fire alarms. zynq7000-hal's driver only masks the comparator interrupt, so
+/// the event flag stays set and the next unmask raises the interrupt again at once: harmless
+/// where the PPI is edge-triggered, an interrupt storm where it is a level (qemu's model).
+fn gtc_interrupt() {
+    const GTC_INTERRUPT_STATUS: usize = 0xF8F0_0200 + 0x0C;
+    // SAFETY: the GTC's interrupt status register; writing 1 clears the event flag only.
+    unsafe { core::ptr::write_volatile(GTC_INTERRUPT_STATUS as *mut u32, 1) };
+    // SAFETY: called once per global timer interrupt, from the IRQ handler.
+    unsafe { zynq7000_hal::time_driver_gtc::on_interrupt() };
+}
+
 fn eth_interrupt() {
     let _ = zynq7000_hal::eth::embassy_net::on_interrupt(EthernetId::Eth0);
 }
@@ -186,6 +198,9 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     };
     defmt::info!("camera at {}", defmt::Display2Format(&ip));
     let mut cfg = DeviceConfig::new(ip, MAC, "RDMACAMZ7001");
+    // a VGA image to start with; hosts can enlarge it up to the 2048x2048 sensor
+    cfg.width = 640;
+    cfg.height = 480;
     cfg.stream_source_port = GVSP_PORT;
     // the GEM driver's frames are at most 1536 bytes: 1500-byte IP MTU, path MTU 1024
     cfg.orsp_max_pmtu = Pmtu::Mtu1024;
@@ -228,6 +243,11 @@ fn main() -> ! {
         clocks.arm_clocks(),
         GlobalTimerCounter::new(dp.gtc, clocks.arm_clocks()),
     );
+    // replaces the driver's own handler (see gtc_interrupt)
+    zynq7000_hal::register_interrupt(
+        Interrupt::Ppi(zynq7000_hal::gic::PpiInterrupt::GlobalTimer),
+        gtc_interrupt,
+    );
 
     // Ethernet 0: descriptors in the uncached section, buffers in DDR
     // SAFETY: each descriptor list is taken once, here.
@@ -257,8 +277,9 @@ fn main() -> ! {
     );
     eth.set_rx_buf_descriptor_base_address(rx.base_addr());
     eth.set_tx_buf_descriptor_base_address(tx.base_addr());
-    eth.start();
+    // the handler first: an unacknowledged GEM interrupt would fire for ever
     zynq7000_hal::register_interrupt(Interrupt::Spi(SpiInterrupt::Eth0), eth_interrupt);
+    eth.start();
     // the first PHY that answers on MDIO, reset with auto-negotiation (BMCR 0x9200)
     let phy = (0u8..32)
         .find(|&a| {
