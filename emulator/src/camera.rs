@@ -13,7 +13,7 @@ use rdmacam_protocol::orsp::msg::event;
 use rdmacam_protocol::orsp::{ConnectParams, FrameOutcome, OrspChannel};
 use rdmacam_protocol::rc::{
     Completion, Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
-    ResponderConfig, WcStatus, WorkRequest, split_rocev2,
+    ResponderConfig, TxPacket, WcStatus, WorkRequest, split_rocev2,
 };
 use rdmacam_protocol::wire::Opcode;
 
@@ -69,6 +69,15 @@ fn failure_code(s: WcStatus) -> u16 {
         | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
         _ => event::RETRY_EXCEEDED,
     }
+}
+
+/// What [`CameraCore::poll_packet`] produced.
+#[derive(Debug)]
+pub enum Tx {
+    /// A whole IP packet of this length in the caller's buffer.
+    Bytes(usize),
+    /// A queue-pair packet in pieces (headers, payload in frame memory, ICRC).
+    Packet(TxPacket),
 }
 
 /// The camera: device, queue pair, frame memory.
@@ -452,16 +461,30 @@ impl CameraCore {
 
     /// The next RoCEv2 IP packet to send at `now` into `out`; returns its length.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
+        match self.poll_packet(now, 0, out)? {
+            Tx::Bytes(n) => Some(n),
+            Tx::Packet(p) => {
+                out.resize(p.len(), 0);
+                p.copy_to(&self.payloads(), out)
+            }
+        }
+    }
+
+    /// The next thing to send at `now`: small packets (ACKs, CM MADs) built in `out`, or a
+    /// queue-pair packet in pieces whose payload stays in frame memory ([`payload`](Self::payload))
+    /// for gather I/O. `ipv4_ident` is the IPv4 identification the kernel will write (its
+    /// index in a GSO send); the ICRC is computed with it.
+    pub fn poll_packet(&mut self, now: Instant, ipv4_ident: u16, out: &mut Vec<u8>) -> Option<Tx> {
         self.process_events();
         if let Some(p) = self.cm_out.pop_front() {
             *out = p;
-            return Some(out.len());
+            return Some(Tx::Bytes(out.len()));
         }
         let qp = self.qp.as_mut()?;
         // ACK/NAKs for the host's SENDs first: they are small and unblock the host.
         out.resize(128, 0);
         if let Some(n) = qp.responder.poll_transmit(out) {
-            return Some(n);
+            return Some(Tx::Bytes(n));
         }
         // A due frame into free frame memory, then its work requests to the send queue.
         if let Some((frame, slot)) = self.next_frame(now) {
@@ -485,13 +508,31 @@ impl CameraCore {
             frames: &self.frames,
             orsp: self.device.orsp_channel(),
         };
+        qp.requester.set_ipv4_ident(ipv4_ident);
         let pkt = qp.requester.poll_transmit(now, &src);
-        let n = pkt.map(|p| {
-            out.resize(p.len(), 0);
-            p.copy_to(&src, out).expect("payload resolvable")
-        });
         self.drain_completions();
-        n
+        pkt.map(Tx::Packet)
+    }
+
+    fn payloads(&self) -> Payloads<'_> {
+        Payloads {
+            frames: &self.frames,
+            orsp: self.device.orsp_channel(),
+        }
+    }
+
+    /// The payload bytes of a packet [`poll_packet`](Self::poll_packet) returned.
+    pub fn payload(&self, p: &TxPacket) -> &[u8] {
+        let (h, len) = (p.payload.handle, p.payload_len as usize);
+        let bytes = if h >= MSG_HANDLE_BASE {
+            self.device.orsp_channel().message(h, p.payload.offset, len)
+        } else {
+            let start = p.payload.offset as usize;
+            self.frames
+                .get(h as usize)
+                .and_then(|f| f.get(start..start + len))
+        };
+        bytes.expect("a packet's payload stays in memory until its work request completes")
     }
 
     /// When the camera next needs [`handle_timeout`](Self::handle_timeout) or

@@ -73,6 +73,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         roce_ip: None,
         cm_port: 0,
         verbs: None,
+        gso: true,
     };
     let camera = {
         let stop = stop_camera.clone();

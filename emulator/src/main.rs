@@ -127,6 +127,11 @@ struct RunArgs {
     /// aravis size their socket buffer only when that frame arrives.
     #[arg(long, default_value_t = 1000)]
     first_frame_mbps: u32,
+    /// Send one datagram per RoCEv2 packet (copied, sendmmsg) instead of UDP segmentation
+    /// offload with gather I/O (--transport udp; for comparison, or a kernel without UDP GSO,
+    /// which is detected anyway).
+    #[arg(long)]
+    no_gso: bool,
     /// RDMA device for --transport verbs (default: the one whose GID table has the RoCEv2
     /// address, --roce-ip or --ip).
     #[arg(long)]
@@ -242,6 +247,7 @@ fn main() -> ExitCode {
                 roce_ip: a.roce_ip,
                 cm_port: a.cm_port,
                 verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
+                gso: !a.no_gso,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

@@ -11,15 +11,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 
-use crate::camera::{CameraCore, RocePorts};
+use crate::camera::{CameraCore, RocePorts, Tx};
 use anyhow::{Context, Result, bail};
 use rdmacam_hil::net::RoceSocket;
-use rdmacam_hil::net::TX_BATCH;
+use rdmacam_hil::net::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
 use rdmacam_protocol::device::pattern::Pattern;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::gev::gvcp;
 use rdmacam_protocol::rc::Instant;
+use rdmacam_protocol::rc::TxPacket;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{info, warn};
 
@@ -71,6 +72,9 @@ pub struct RunOptions {
     /// the device that owns the RoCEv2 address, `Some(Some(name))` = that device. Needs the
     /// `verbs` cargo feature.
     pub verbs: Option<Option<String>>,
+    /// Send runs of equal-size RoCEv2 packets with UDP segmentation offload and gather I/O
+    /// (default); off: one datagram per packet, copied, `sendmmsg` in batches.
+    pub gso: bool,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -119,6 +123,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let mut roce = if opts.roce {
         let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
         let mut r = RoceSocket::bind(roce_ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
+        r.set_gso(opts.gso);
         if let Some(p) = &opts.pcap {
             r.capture_to(p)
                 .with_context(|| format!("cannot write {}", p.display()))?;
@@ -201,6 +206,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let mut roce_rx = vec![0u8; 65536];
     let mut roce_tx = vec![Vec::new(); TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
+    let mut gso_batch: Vec<TxPacket> = Vec::with_capacity(GSO_MAX_SEGMENTS);
     while !stop.load(Ordering::SeqCst) {
         if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
             break;
@@ -258,25 +264,31 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 busy = true;
                 cam.handle_ib(now(), src, dst, 0, ib);
             }
-            // up to 1024 packets, handed to the kernel TX_BATCH at a time (sendmmsg)
-            for _ in 0..1024 / TX_BATCH {
-                let mut k = 0;
-                while k < TX_BATCH {
-                    let Some(n) = cam.poll_transmit(now(), &mut roce_tx[k]) else {
+            if r.gso() {
+                // UDP segmentation offload with gather I/O: runs of equal-size packets in one
+                // send, payload straight from frame memory
+                busy |= send_segmented(&mut cam, r, now, &mut gso_batch, &mut roce_tx[0]);
+            } else {
+                // up to 1024 packets, handed to the kernel TX_BATCH at a time (sendmmsg)
+                for _ in 0..1024 / TX_BATCH {
+                    let mut k = 0;
+                    while k < TX_BATCH {
+                        let Some(n) = cam.poll_transmit(now(), &mut roce_tx[k]) else {
+                            break;
+                        };
+                        tx_len[k] = n;
+                        k += 1;
+                    }
+                    if k == 0 {
                         break;
-                    };
-                    tx_len[k] = n;
-                    k += 1;
-                }
-                if k == 0 {
-                    break;
-                }
-                busy = true;
-                if let Err(e) = r.send_many((0..k).map(|i| &roce_tx[i][..tx_len[i]])) {
-                    warn!("RoCEv2 send failed: {e}");
-                }
-                if k < TX_BATCH {
-                    break;
+                    }
+                    busy = true;
+                    if let Err(e) = r.send_many((0..k).map(|i| &roce_tx[i][..tx_len[i]])) {
+                        warn!("RoCEv2 send failed: {e}");
+                    }
+                    if k < TX_BATCH {
+                        break;
+                    }
                 }
             }
         }
@@ -328,6 +340,69 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         "camera stopped"
     );
     Ok(())
+}
+
+/// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
+/// identification of its place in the current send (the kernel numbers GSO segments 0, 1, 2,
+/// ...); a send holds equal-size packets and may end with one shorter packet (a message's LAST).
+/// A packet that cannot join (a FIRST, with its RETH, after MIDDLEs) ends the send and is
+/// resealed for place 0 of the next. Small packets (ACKs, CM) go alone. Returns whether anything
+/// was sent.
+fn send_segmented(
+    cam: &mut CameraCore,
+    r: &mut RoceSocket,
+    now: impl Fn() -> Instant,
+    batch: &mut Vec<TxPacket>,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    let flush = |cam: &CameraCore, r: &mut RoceSocket, batch: &mut Vec<TxPacket>| {
+        let segs: Vec<Gather<'_>> = batch
+            .iter()
+            .map(|p| Gather {
+                header: p.header(),
+                payload: cam.payload(p),
+                trailer: p.trailer(),
+            })
+            .collect();
+        if let Err(e) = r.send_gso(&segs) {
+            warn!("RoCEv2 send failed: {e}");
+        }
+        batch.clear();
+    };
+    let mut sent = 0;
+    while sent < 1024 {
+        let ident = batch.len() as u16;
+        let Some(tx) = cam.poll_packet(now(), ident, scratch) else {
+            break;
+        };
+        sent += 1;
+        let mut p = match tx {
+            Tx::Bytes(n) => {
+                if let Err(e) = r.send(&scratch[..n]) {
+                    warn!("RoCEv2 send failed: {e}");
+                }
+                continue;
+            }
+            Tx::Packet(p) => p,
+        };
+        if let Some(first) = batch.first()
+            && (p.udp_len() > first.udp_len() || batch.len() >= gso_segments(first.udp_len()))
+        {
+            flush(cam, r, batch);
+            if let Err(e) = p.set_ipv4_ident(0, cam.payload(&p)) {
+                warn!("cannot reseal a packet: {e:?}");
+            }
+        }
+        let shorter = batch.first().is_some_and(|f| p.udp_len() < f.udp_len());
+        batch.push(p);
+        if shorter {
+            flush(cam, r, batch);
+        }
+    }
+    if !batch.is_empty() {
+        flush(cam, r, batch);
+    }
+    sent > 0
 }
 
 /// Why an ORSP connection ended in the error state (retry exhaustion, fatal NAK).

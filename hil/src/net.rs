@@ -26,6 +26,7 @@ pub struct RoceSocket {
     rng: rand::rngs::StdRng,
     capture: Option<Capture>,
     tos: u8,
+    gso_ok: bool,
     /// Packets dropped on purpose (`--loss`).
     pub dropped: u64,
 }
@@ -66,6 +67,46 @@ impl Capture {
 
 /// RoCEv2 packets handed to the kernel per `sendmmsg` call at most.
 pub const TX_BATCH: usize = 32;
+
+/// Most segments in one UDP segmentation offload send (the kernel's `UDP_MAX_SEGMENTS`).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+
+/// One RoCEv2 packet in pieces, for gather I/O: the whole header (IP, UDP, IB), the payload
+/// where it lies (frame memory), and the pad and ICRC.
+#[derive(Debug, Clone, Copy)]
+pub struct Gather<'a> {
+    /// IP, UDP and InfiniBand headers.
+    pub header: &'a [u8],
+    /// Payload bytes.
+    pub payload: &'a [u8],
+    /// Pad and ICRC.
+    pub trailer: &'a [u8],
+}
+
+impl Gather<'_> {
+    fn ip_header_len(&self) -> usize {
+        if self.header.first().is_some_and(|b| b >> 4 == 6) {
+            40
+        } else {
+            20
+        }
+    }
+
+    /// The UDP payload length.
+    pub fn udp_len(&self) -> usize {
+        self.header.len() - self.ip_header_len() - 8 + self.payload.len() + self.trailer.len()
+    }
+
+    fn whole(&self) -> Vec<u8> {
+        [self.header, self.payload, self.trailer].concat()
+    }
+}
+
+/// How many segments of `udp_len` bytes one GSO send may carry: the kernel's segment limit,
+/// and the IP datagram limit of 64 KiB for the unsegmented send.
+pub fn gso_segments(udp_len: usize) -> usize {
+    (65_000 / udp_len.max(1)).clamp(1, GSO_MAX_SEGMENTS)
+}
 
 /// Comment on received packets in a capture.
 pub const RECONSTRUCTED: &str = "received on a UDP socket: IPv4/UDP header reconstructed by rdmacam (identification 0 assumed, TTL/TOS unknown)";
@@ -171,6 +212,7 @@ impl RoceSocket {
             rng: rand::rngs::StdRng::seed_from_u64(seed),
             capture: None,
             tos: 0,
+            gso_ok: true,
             dropped: 0,
         })
     }
@@ -281,6 +323,114 @@ impl RoceSocket {
             n += 1;
         }
         self.flush(&batch[..n])
+    }
+
+    /// Allow or forbid UDP segmentation offload (on by default where the kernel has it).
+    pub fn set_gso(&mut self, on: bool) {
+        self.gso_ok = on;
+    }
+
+    /// Whether [`send_gso`](Self::send_gso) hands segments to the kernel in one send (UDP
+    /// segmentation offload). Not when capturing or dropping on purpose, which need each packet,
+    /// nor after the kernel refused GSO once.
+    pub fn gso(&self) -> bool {
+        self.gso_ok && self.capture.is_none() && self.loss == 0.0
+    }
+
+    /// Send packets that share a destination and UDP source port, each of the first's UDP
+    /// length except the last (which may be shorter), in one `sendmsg(2)` with `UDP_SEGMENT`:
+    /// the kernel cuts them apart and numbers their IPv4 identifications 0, 1, 2, ... (the
+    /// packets' ICRCs must have been computed with those). Gather I/O: the payload goes from
+    /// where it lies, with no copy in user space. Falls back to one datagram per packet when
+    /// [`gso`](Self::gso) is off.
+    pub fn send_gso(&mut self, segs: &[Gather<'_>]) -> std::io::Result<()> {
+        let Some(first) = segs.first() else {
+            return Ok(());
+        };
+        if !self.gso() || segs.len() == 1 {
+            let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
+            return self.send_many(whole.iter().map(Vec::as_slice));
+        }
+        let (hl, dst, src_port) = Self::addresses(first.header)?;
+        if src_port != self.tx_port {
+            self.rebind_tx(src_port)?;
+        }
+        let port = u16::from_be_bytes([first.header[hl + 2], first.header[hl + 3]]);
+        let seg = first.udp_len();
+        if segs.len() > gso_segments(seg)
+            || segs[..segs.len() - 1].iter().any(|g| g.udp_len() != seg)
+            || segs.last().is_some_and(|g| g.udp_len() > seg)
+        {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                "GSO segments must be equal but the last, which may be shorter",
+            ));
+        }
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 3 * GSO_MAX_SEGMENTS];
+        for (i, g) in segs.iter().enumerate() {
+            let parts = [&g.header[hl + 8..], g.payload, g.trailer];
+            for (j, part) in parts.iter().enumerate() {
+                iov[3 * i + j] = libc::iovec {
+                    iov_base: part.as_ptr().cast_mut().cast(),
+                    iov_len: part.len(),
+                };
+            }
+        }
+        let name: socket2::SockAddr = SocketAddr::new(dst, port).into();
+        // one cmsg: SOL_UDP / UDP_SEGMENT with the segment size as a u16
+        #[repr(C, align(8))]
+        struct Cmsg([u8; 32]);
+        let mut control = Cmsg([0; 32]);
+        // SAFETY: an all-zero msghdr is valid; every pointer set below refers to locals that
+        // outlive the sendmsg call, and the control buffer is large and aligned enough for one
+        // cmsghdr carrying two bytes.
+        let r = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = name.as_ptr().cast_mut().cast();
+            msg.msg_namelen = name.len();
+            msg.msg_iov = iov.as_mut_ptr();
+            msg.msg_iovlen = 3 * segs.len();
+            msg.msg_control = control.0.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(2) as usize;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = libc::UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+            std::ptr::copy_nonoverlapping(
+                (seg as u16).to_ne_bytes().as_ptr(),
+                libc::CMSG_DATA(c),
+                2,
+            );
+            loop {
+                let r = libc::sendmsg(self.tx.as_raw_fd(), &msg, 0);
+                if r >= 0 {
+                    break Ok(());
+                }
+                let e = std::io::Error::last_os_error();
+                match e.kind() {
+                    ErrorKind::WouldBlock | ErrorKind::Interrupted => std::thread::yield_now(),
+                    _ if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
+                    _ => break Err(e),
+                }
+            }
+        };
+        match r {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
+                ) =>
+            {
+                // no UDP GSO here: from now on one datagram per packet
+                self.gso_ok = false;
+                let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
+                self.send_many(whole.iter().map(Vec::as_slice))
+            }
+            r => r,
+        }
     }
 
     /// `sendmmsg(2)` the datagrams (at most [`TX_BATCH`]), retrying while the socket buffer is

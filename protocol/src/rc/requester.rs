@@ -194,6 +194,55 @@ impl TxPacket {
     pub fn is_empty(&self) -> bool {
         false
     }
+    /// The UDP payload (what a UDP socket sends): headers after IP and UDP, the payload, pad
+    /// and ICRC; its length. `None` for a header shorter than IPv4 + UDP.
+    pub fn udp_len(&self) -> usize {
+        let ip = match self.header.first().map(|b| b >> 4) {
+            Some(6) => 40,
+            _ => 20,
+        };
+        self.len() - ip - crate::wire::udp::HEADER_LEN
+    }
+
+    /// The IB headers (BTH and extensions): the header after IP and UDP.
+    pub fn ib_header(&self) -> &[u8] {
+        let ip = match self.header.first().map(|b| b >> 4) {
+            Some(6) => 40,
+            _ => 20,
+        };
+        &self.header()[ip + crate::wire::udp::HEADER_LEN..]
+    }
+
+    /// Give an IPv4 packet another IPv4 identification: the header checksum and the ICRC
+    /// (which covers the identification) are recomputed over `payload`, the packet's payload
+    /// bytes. UDP segmentation offload numbers the segments of one send 0, 1, 2, ...; a packet
+    /// built for one place in a batch and sent at another needs this. IPv6 packets have no
+    /// identification: unchanged.
+    pub fn set_ipv4_ident(&mut self, ident: u16, payload: &[u8]) -> Result<(), crate::wire::Error> {
+        let hl = usize::from(self.header_len);
+        if self.header[0] >> 4 != 4 {
+            return Ok(());
+        }
+        if payload.len() != self.payload_len as usize || self.trailer_len < 4 {
+            return Err(crate::wire::Error::Truncated);
+        }
+        let h = &mut self.header[..hl];
+        h[4..6].copy_from_slice(&ident.to_be_bytes());
+        h[10..12].copy_from_slice(&[0, 0]);
+        let sum = crate::wire::ipv4::checksum(&h[..20]);
+        h[10..12].copy_from_slice(&sum.to_be_bytes());
+        let (ip, rest) = h.split_at(20);
+        let (udp_hdr, rest) = rest.split_at(crate::wire::udp::HEADER_LEN);
+        let (bth_hdr, ext) = rest.split_at(crate::wire::bth::HEADER_LEN);
+        let mut c = crate::wire::icrc::Icrc::rocev2_ipv4(ip, udp_hdr, bth_hdr)?;
+        c.update(ext);
+        c.update(payload);
+        let tl = usize::from(self.trailer_len);
+        c.update(&self.trailer[..tl - 4]);
+        self.trailer[tl - 4..tl].copy_from_slice(&c.finish().to_le_bytes());
+        Ok(())
+    }
+
     /// Copy the whole packet into `buf` (for transports without gather I/O); returns its length.
     pub fn copy_to<S: PayloadSource + ?Sized>(&self, src: &S, buf: &mut [u8]) -> Option<usize> {
         let n = self.len();
@@ -250,6 +299,7 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     rnr_until: Option<Instant>,
     rate: RateController,
     src_port: u16,
+    ipv4_ident: u16,
     counters: RequesterCounters,
 }
 
@@ -274,6 +324,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             rnr_until: None,
             rate: RateController::new(cfg.rate),
             src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
+            ipv4_ident: 0,
             counters: RequesterCounters::default(),
         }
     }
@@ -347,6 +398,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         psn_diff(psn, self.una) as u32
     }
 
+    /// The IPv4 identification of the packets [`poll_transmit`](Self::poll_transmit) builds
+    /// from now on (0 unless set: what Linux writes on an unconnected socket with DF, and what
+    /// smoltcp writes). A transport that hands the kernel a batch for UDP segmentation offload
+    /// sets the segment's index in the batch: the kernel numbers GSO segments 0, 1, 2, ...
+    pub fn set_ipv4_ident(&mut self, ident: u16) {
+        self.ipv4_ident = ident;
+    }
+
     /// Build the next packet to send at `now`, if the window, the rate and RNR waits allow.
     pub fn poll_transmit<S: PayloadSource + ?Sized>(
         &mut self,
@@ -398,8 +457,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if h.immdt {
             ib.immdt = Some(wqe.wr.imm);
         }
+        let mut ip = self.cfg.path.ip_repr(self.cfg.path.ecn)?;
+        if let crate::wire::IpRepr::V4 { ident, .. } = &mut ip {
+            *ident = self.ipv4_ident;
+        }
         let repr = RoceV2Repr {
-            ip: self.cfg.path.ip_repr(self.cfg.path.ecn)?,
+            ip,
             src_port: self.src_port,
             dst_port: self.cfg.path.dst_port,
             ib,
