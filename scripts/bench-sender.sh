@@ -1,14 +1,20 @@
 #!/bin/bash
 # bench-sender.sh — the camera's userspace RoCEv2 sender, with and without UDP GSO + gather I/O:
 # camera CPU seconds per GB delivered and Gbit/s, 1920x1080 Mono8 at up to 1000 fps into the
-# reference host (a separate process) on loopback. Numbers for docs/BENCHMARKS.md.
-#   cargo build --release -p rdmacam -p rdmacam-hil && scripts/bench-sender.sh [FRAMES] [RUNS]
+# reference host (a separate process) on loopback; and in the same run the reference for both,
+# a plain UDP sender of the same 4112-byte datagrams into a receiver that only drains
+# (hil/examples/udp_blast.rs). Numbers for docs/BENCHMARKS.md.
+#   cargo build --release -p rdmacam -p rdmacam-hil --example udp_blast
+#   scripts/bench-sender.sh [FRAMES] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FRAMES=${1:-300}
 RUNS=${2:-3}
 TCK=$(getconf CLK_TCK)
 for run in $(seq "$RUNS"); do
+  echo "run $run"
+  target/release/examples/udp_blast sendmmsg 2 | sed 's/^/plain-udp /'
+  target/release/examples/udp_blast gso 2 | sed 's/^/plain-udp /'
   for mode in gso no-gso; do
     flag=""; [[ $mode == no-gso ]] && flag="--no-gso"
     target/release/rdmacam run --ip 127.0.0.1 --transport udp --gvcp-port 39570 \

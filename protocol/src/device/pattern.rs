@@ -151,59 +151,204 @@ const fn splitmix64(mut z: u64) -> u64 {
 /// Fill `out` with bytes `offset..offset + out.len()` of a synthetic frame.
 pub fn fill(seed: u64, frame: &Frame, offset: usize, out: &mut [u8]) {
     let spec = &frame.spec;
+    let n = frame.number;
+    // the frame counter in the first 8 bytes
+    let mut i = 0;
+    while i < out.len() && offset + i < 8 {
+        out[i] = n.to_be_bytes()[offset + i];
+        i += 1;
+    }
+    let (at, out) = (offset + i, &mut out[i..]);
+    if out.is_empty() {
+        return;
+    }
+    if spec.pattern == Pattern::Noise {
+        // one splitmix64 word per 8 bytes of the frame
+        let key = seed ^ (n << 40);
+        let mut done = 0;
+        while done < out.len() {
+            let pos = at + done;
+            let word = splitmix64(key ^ (pos as u64 / 8)).to_le_bytes();
+            let take = (8 - pos % 8).min(out.len() - done);
+            out[done..done + take].copy_from_slice(&word[pos % 8..pos % 8 + take]);
+            done += take;
+        }
+        return;
+    }
+    // the other patterns, one row segment at a time
     let bpp = spec.pixel_format.bytes_per_pixel() as usize;
     let width = spec.width.max(1) as usize;
-    let n = frame.number;
-    let mut pixel = offset / bpp;
-    let mut channel = offset % bpp;
-    let mut x = pixel % width;
-    let mut y = pixel / width;
     let bar = (n.wrapping_mul(4) % width as u64) as usize;
-    for (i, b) in out.iter_mut().enumerate() {
-        let at = offset + i;
-        *b = if at < 8 {
-            n.to_be_bytes()[at]
-        } else {
-            match spec.pattern {
-                Pattern::Gradient => (x + y + channel * 85) as u8,
-                Pattern::MovingBar => {
-                    if x.wrapping_sub(bar) < 16 {
-                        255
-                    } else {
-                        ((y & 0xff) / 4) as u8
+    let mut done = 0;
+    while done < out.len() {
+        let pos = at + done;
+        let (pixel, channel) = (pos / bpp, pos % bpp);
+        let (x, y) = (pixel % width, pixel / width);
+        let len = ((width - x) * bpp - channel).min(out.len() - done);
+        let seg = &mut out[done..done + len];
+        match spec.pattern {
+            Pattern::Gradient if bpp == 1 => {
+                let base = x + y;
+                for (k, b) in seg.iter_mut().enumerate() {
+                    *b = (base + k) as u8;
+                }
+            }
+            Pattern::Gradient => {
+                let (mut xx, mut ch) = (x, channel);
+                for b in seg.iter_mut() {
+                    *b = (xx + y + ch * 85) as u8;
+                    ch += 1;
+                    if ch == bpp {
+                        ch = 0;
+                        xx += 1;
                     }
                 }
-                Pattern::Checkerboard => {
-                    if ((x / 32) ^ (y / 32) ^ n as usize) & 1 == 1 {
+            }
+            Pattern::MovingBar => {
+                seg.fill(((y & 0xff) / 4) as u8);
+                // pixels bar..bar+16 of the row are white
+                let first = bar.max(x);
+                let last = (bar + 16).min(x + (channel + len).div_ceil(bpp));
+                for px in first..last {
+                    let from = ((px - x) * bpp).saturating_sub(channel);
+                    let to = ((px - x + 1) * bpp - channel).min(len);
+                    seg[from..to].fill(255);
+                }
+            }
+            Pattern::Checkerboard => {
+                let (mut xx, mut ch) = (x, channel);
+                for b in seg.iter_mut() {
+                    *b = if ((xx / 32) ^ (y / 32) ^ n as usize) & 1 == 1 {
                         255
                     } else {
                         0
+                    };
+                    ch += 1;
+                    if ch == bpp {
+                        ch = 0;
+                        xx += 1;
                     }
                 }
-                Pattern::Noise => {
-                    let word = splitmix64(seed ^ (n << 40) ^ (at as u64 / 8));
-                    word.to_le_bytes()[at % 8]
-                }
             }
-        };
-        channel += 1;
-        if channel == bpp {
-            channel = 0;
-            pixel += 1;
-            x += 1;
-            if x == width {
-                x = 0;
-                y += 1;
-            }
+            Pattern::Noise => unreachable!("handled above"),
         }
+        done += len;
     }
-    let _ = pixel;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::vec;
+
+    /// The first, byte-at-a-time definition of the patterns: the fast `fill` must give exactly
+    /// these bytes (hosts check frames against them).
+    fn fill_reference(seed: u64, frame: &Frame, offset: usize, out: &mut [u8]) {
+        let spec = &frame.spec;
+        let bpp = spec.pixel_format.bytes_per_pixel() as usize;
+        let width = spec.width.max(1) as usize;
+        let n = frame.number;
+        let mut pixel = offset / bpp;
+        let mut channel = offset % bpp;
+        let mut x = pixel % width;
+        let mut y = pixel / width;
+        let bar = (n.wrapping_mul(4) % width as u64) as usize;
+        for (i, b) in out.iter_mut().enumerate() {
+            let at = offset + i;
+            *b = if at < 8 {
+                n.to_be_bytes()[at]
+            } else {
+                match spec.pattern {
+                    Pattern::Gradient => (x + y + channel * 85) as u8,
+                    Pattern::MovingBar => {
+                        if x.wrapping_sub(bar) < 16 {
+                            255
+                        } else {
+                            ((y & 0xff) / 4) as u8
+                        }
+                    }
+                    Pattern::Checkerboard => {
+                        if ((x / 32) ^ (y / 32) ^ n as usize) & 1 == 1 {
+                            255
+                        } else {
+                            0
+                        }
+                    }
+                    Pattern::Noise => {
+                        let word = splitmix64(seed ^ (n << 40) ^ (at as u64 / 8));
+                        word.to_le_bytes()[at % 8]
+                    }
+                }
+            };
+            channel += 1;
+            if channel == bpp {
+                channel = 0;
+                pixel += 1;
+                x += 1;
+                if x == width {
+                    x = 0;
+                    y += 1;
+                }
+            }
+        }
+        let _ = pixel;
+    }
+
+    #[test]
+    fn the_fast_fill_gives_the_reference_bytes_at_every_offset() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move |m: usize| {
+            state = splitmix64(state);
+            (state % m as u64) as usize
+        };
+        for pattern in [
+            Pattern::Gradient,
+            Pattern::MovingBar,
+            Pattern::Checkerboard,
+            Pattern::Noise,
+        ] {
+            for pf in [
+                PixelFormat::Mono8,
+                PixelFormat::Mono16,
+                PixelFormat::BayerRG8,
+                PixelFormat::Rgb8,
+            ] {
+                for width in [1u32, 3, 17, 64, 100, 333] {
+                    for number in [0u64, 1, 7, 123_456] {
+                        let frame = Frame {
+                            number,
+                            spec: FrameSpec {
+                                width,
+                                height: 40,
+                                offset_x: 0,
+                                offset_y: 0,
+                                pixel_format: pf,
+                                pattern,
+                            },
+                            timestamp: 0,
+                        };
+                        let size = frame.size();
+                        let mut want = vec![0u8; size];
+                        fill_reference(9, &frame, 0, &mut want);
+                        let mut got = vec![0u8; size];
+                        fill(9, &frame, 0, &mut got);
+                        assert_eq!(got, want, "{pattern:?} {pf:?} width {width} frame {number}");
+                        for _ in 0..20 {
+                            let off = next(size);
+                            let len = next(size - off + 1);
+                            let mut part = vec![0u8; len];
+                            fill(9, &frame, off, &mut part);
+                            assert_eq!(
+                                part,
+                                want[off..off + len],
+                                "{pattern:?} {pf:?} {width} at {off}+{len}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     fn spec(pattern: Pattern, pf: PixelFormat) -> FrameSpec {
         FrameSpec {

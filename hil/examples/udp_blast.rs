@@ -1,0 +1,99 @@
+//! The ceiling for the camera's userspace sender: plain UDP datagrams of the sizes RoCEv2 uses
+//! (4112 bytes: BTH + 4096 payload + ICRC), over loopback to a receiver thread that only
+//! drains, sent with `sendmmsg` (32 per call, like the camera without GSO) or with UDP GSO
+//! (15 segments per send, like the camera's GSO path). Prints Gbit/s and the sender thread's
+//! CPU seconds per GB, for docs/BENCHMARKS.md (scripts/bench-sender.sh runs it).
+//!
+//! `cargo run --release -p rdmacam-hil --example udp_blast -- [sendmmsg|gso] [GB]`
+
+use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rdmacam_hil::net::{Gather, RoceSocket, TX_BATCH, gso_segments};
+
+const DATAGRAM: usize = 4112;
+
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn main() -> std::io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "gso".into());
+    let gb: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2.0);
+    let sink = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    socket2::SockRef::from(&sink).set_recv_buffer_size(16 << 20)?;
+    let port = sink.local_addr()?.port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = {
+        let stop = stop.clone();
+        sink.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            let mut bytes = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = sink.recv(&mut buf) {
+                    bytes += n as u64;
+                }
+            }
+            bytes
+        })
+    };
+    // a RoceSocket sends whole IPv4 packets: build one IPv4/UDP header for the datagram
+    let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), 0, 0, 0.0, 1)?;
+    let src_port = sock.tx_port();
+    let mut header = vec![0u8; 28];
+    header[0] = 0x45;
+    header[12..16].copy_from_slice(&Ipv4Addr::LOCALHOST.octets());
+    header[16..20].copy_from_slice(&Ipv4Addr::LOCALHOST.octets());
+    header[20..22].copy_from_slice(&src_port.to_be_bytes());
+    header[22..24].copy_from_slice(&port.to_be_bytes());
+    let payload = vec![0x5au8; DATAGRAM];
+    let whole: Vec<u8> = [&header[..], &payload[..]].concat();
+    let total = (gb * 1e9) as usize / DATAGRAM;
+    let (t0, c0) = (Instant::now(), thread_cpu());
+    let mut sent = 0;
+    match mode.as_str() {
+        "sendmmsg" => {
+            while sent < total {
+                let k = TX_BATCH.min(total - sent);
+                sock.send_many((0..k).map(|_| &whole[..]))?;
+                sent += k;
+            }
+        }
+        _ => {
+            let per = gso_segments(DATAGRAM);
+            let seg = Gather {
+                header: &header,
+                payload: &payload,
+                trailer: &[],
+            };
+            let segs = vec![seg; per];
+            while sent < total {
+                let k = per.min(total - sent);
+                sock.send_gso(&segs[..k])?;
+                sent += k;
+            }
+        }
+    }
+    let (secs, cpu) = (t0.elapsed().as_secs_f64(), thread_cpu() - c0);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let received = rx.join().expect("receiver");
+    let bytes = (sent * DATAGRAM) as f64;
+    println!(
+        "{mode:8} datagrams={sent} received_share={:.3} gbit_per_s={:.2} sender_cpu_s_per_GB={:.3}",
+        received as f64 / bytes,
+        bytes * 8.0 / secs / 1e9,
+        cpu / (bytes / 1e9)
+    );
+    Ok(())
+}
