@@ -1,29 +1,48 @@
 #!/bin/bash
-# Guest script (the Soft-RoCE VM, hil/vm/README.md): the camera's userspace RoCEv2 sender into
-# rxe against perftest's ib_write_bw over rxe0 in the same boot, for docs/BENCHMARKS.md.
+# Guest script (the Soft-RoCE VM, hil/vm/README.md): our senders into rxe against perftest's
+# ib_write_bw over rxe0 in the same boot, for docs/BENCHMARKS.md (issue 9, item 3).
+#   OUT=/tmp/bench hil/vm/run-vm.sh hil/vm/bench-rxe.sh      (after building with
+#   cargo build --release -p rdmacam -p rdmacam-hil --features rdmacam/verbs)
 # Env: FRAMES (default 60) of 1920x1080 Mono8; SIZE for ib_write_bw (default the frame size).
 set -u
-BIN=${RDMACAM_BIN:-$LAB/../../target/release/rdmacam}
+REL=${RDMACAM_REL:-$LAB/../../target/release}
 OUT=${OUT:-/out}
 FRAMES=${FRAMES:-60}
 W=1920 H=1080
 SIZE=${SIZE:-$((W * H))}
-echo "BENCH cpus=$(nproc) kernel=$(uname -r)"
-# 1. reference: ib_write_bw, both ends on rxe0 (rxe's loopback), RoCEv2 GID 1, MTU 1024
-ib_write_bw -d rxe0 -x 1 -m 1024 -s "$SIZE" -n "$FRAMES" --report_gbits >"$OUT/bw-server.log" 2>&1 &
+ip link set veth0 mtu 9000
+ip -n cam link set veth1 mtu 9000
+ip addr add 198.18.0.3/24 dev veth0
+sleep 0.5
+echo "BENCH cpus=$(nproc) kernel=$(uname -r) path_mtu=4096"
+# 1. reference: ib_write_bw, both ends on rxe0 (rxe's loopback), RoCEv2 GID 1
+ib_write_bw -d rxe0 -x 1 -m 4096 -s "$SIZE" -n "$FRAMES" --report_gbits >"$OUT/bw-server.log" 2>&1 &
 srv=$!
 sleep 1
-ib_write_bw -d rxe0 -x 1 -m 1024 -s "$SIZE" -n "$FRAMES" --report_gbits 198.18.0.1 >"$OUT/bw-client.log" 2>&1
+ib_write_bw -d rxe0 -x 1 -m 4096 -s "$SIZE" -n "$FRAMES" --report_gbits 198.18.0.1 >"$OUT/bw-client.log" 2>&1
 wait $srv
 gbit=$(awk '/^ *[0-9]+ +[0-9]+ /{print $4}' "$OUT/bw-client.log" | tail -1)
 echo "BENCH ib_write_bw size=$SIZE iterations=$FRAMES gbit_per_s=$gbit"
-# 2. ours: the emulator in netns cam, userspace RoCEv2 over veth into rxe0, host on librdmacm
-ip netns exec cam "$BIN" run --ip 198.18.0.2 --transport udp --cm-port 7471 \
-    --width $W --height $H --fps 1000 >"$OUT/bench-camera.log" 2>&1 &
+host() { # label camera-ip
+  timeout 300 "$REL/rdmacam-host" --transport verbs --device rxe0 --camera "$2" \
+      --local 198.18.0.1 --frames "$FRAMES" --buffers 32 --json 2>/dev/null | tail -1 \
+    | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"BENCH $1 frames={j['frames_received']} bad={j['frames_bad']} dropped={j['frames_dropped']} gbit_per_s={j['gbit_per_s']:.3f} retransmitted={j['retransmitted_packets']}\")"
+}
+# 2./3. ours: the userspace RoCEv2 sender in netns cam over the veth pair into rxe0, with and
+# without UDP GSO; the host is rdmacam-host on verbs (checks every frame)
+for mode in gso no-gso; do
+  flag=""; [[ $mode == no-gso ]] && flag="--no-gso"
+  ip netns exec cam "$REL/rdmacam" run --ip 198.18.0.2 --transport udp --width $W --height $H \
+      --fps 1000 $flag >"$OUT/bench-camera-$mode.log" 2>&1 &
+  cam=$!
+  sleep 1
+  host "udp-camera-$mode" 198.18.0.2
+  kill $cam; wait $cam 2>/dev/null
+done
+# 4. the verbs camera on rxe0 (the kernel's sender, like ib_write_bw)
+"$REL/rdmacam" run --ip 198.18.0.3 --transport verbs --device rxe0 --width $W --height $H \
+    --fps 1000 >"$OUT/bench-camera-verbs.log" 2>&1 &
 cam=$!
 sleep 1
-BENCH=1 RDMACAM_W=$W RDMACAM_H=$H timeout 600 /usr/bin/python3 "$LAB/orsp_cm_host.py" \
-    198.18.0.1 198.18.0.2 7471 "$FRAMES"
-rc=$?
+host verbs-camera 198.18.0.3
 kill $cam; wait $cam 2>/dev/null
-exit $rc
