@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 
-use crate::camera::{CameraCore, RocePorts, Tx};
+use crate::camera::{CameraCore, RocePorts, Tx, new_camera};
 use anyhow::{Context, Result, bail};
 use rdmacam_hil::net::RoceSocket;
 use rdmacam_hil::net::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
@@ -161,7 +161,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     };
     let mut device = Device::new(cfg);
     device.orsp().set_cm_port(opts.cm_port);
-    let mut cam = CameraCore::new(device, opts.seed, ports);
+    let mut cam = new_camera(device, opts.seed, ports);
     if let Some(a) = opts.roce_ip {
         cam = cam.with_roce_address(a);
     }
@@ -204,7 +204,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let mut tx = vec![0u8; 2048];
     let mut pkt = vec![0u8; 9216];
     let mut roce_rx = vec![0u8; 65536];
-    let mut roce_tx = vec![Vec::new(); TX_BATCH];
+    let mut roce_tx = vec![vec![0u8; 9216]; TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
     let mut gso_batch: Vec<TxPacket> = Vec::with_capacity(GSO_MAX_SEGMENTS);
     while !stop.load(Ordering::SeqCst) {
@@ -240,7 +240,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             }
         }
         cam.handle_timeout(now());
-        for ev in cam.take_events() {
+        while let Some(ev) = cam.poll_event() {
             log_event(&ev);
             // ORSP TX_TUNING's DSCP/ECN byte goes on the socket (the kernel writes the header)
             if let (DeviceEvent::OrspConnect(p), Some(r)) = (&ev, roce.as_mut())
@@ -267,13 +267,13 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             if r.gso() {
                 // UDP segmentation offload with gather I/O: runs of equal-size packets in one
                 // send, payload straight from frame memory
-                busy |= send_segmented(&mut cam, r, now, &mut gso_batch, &mut roce_tx[0]);
+                busy |= send_segmented(&mut cam, r, now, &mut gso_batch, &mut roce_tx[0][..]);
             } else {
                 // up to 1024 packets, handed to the kernel TX_BATCH at a time (sendmmsg)
                 for _ in 0..1024 / TX_BATCH {
                     let mut k = 0;
                     while k < TX_BATCH {
-                        let Some(n) = cam.poll_transmit(now(), &mut roce_tx[k]) else {
+                        let Some(n) = cam.poll_transmit(now(), &mut roce_tx[k][..]) else {
                             break;
                         };
                         tx_len[k] = n;
@@ -353,7 +353,7 @@ fn send_segmented(
     r: &mut RoceSocket,
     now: impl Fn() -> Instant,
     batch: &mut Vec<TxPacket>,
-    scratch: &mut Vec<u8>,
+    scratch: &mut [u8],
 ) -> bool {
     let flush = |cam: &CameraCore, r: &mut RoceSocket, batch: &mut Vec<TxPacket>| {
         let segs: Vec<Gather<'_>> = batch

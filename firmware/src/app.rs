@@ -5,7 +5,7 @@
 //! timers, sends what is due, and sleeps only when nothing happened, until a datagram arrives
 //! or the camera's next deadline.
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use core::task::{Context, Poll, Waker};
 
 use embassy_futures::select::select3;
@@ -15,7 +15,7 @@ use embassy_time::Timer;
 use rdmacam_protocol::device::pattern::FrameSource;
 use rdmacam_protocol::rc::Instant;
 
-use crate::camera::{Camera, ROCE_PORT};
+use crate::camera::{self, FwCamera, ROCE_PORT};
 
 /// GigE Vision control port.
 pub const GVCP_PORT: u16 = 3956;
@@ -81,7 +81,12 @@ fn v4(a: IpAddress) -> Option<Ipv4Addr> {
 }
 
 /// Run the camera on `stack` forever.
-pub async fn run<S: FrameSource>(stack: Stack<'_>, cam: &mut Camera<'_, S>, b: &mut Buffers) -> ! {
+pub async fn run<S: FrameSource>(
+    stack: Stack<'_>,
+    cam: &mut FwCamera<'_, S>,
+    b: &mut Buffers,
+) -> ! {
+    let local = IpAddr::V4(cam.device().ip());
     let mut gvcp = UdpSocket::new(
         stack,
         &mut b.gvcp_rx_meta,
@@ -128,19 +133,25 @@ pub async fn run<S: FrameSource>(stack: Stack<'_>, cam: &mut Camera<'_, S>, b: &
                 break;
             };
             busy = true;
+            // a UDP socket hides the IP header: ECN unknown, ICRC not checked (ORSP.md §12)
             if let Some(ip) = v4(meta.endpoint.addr) {
-                cam.handle_roce(now(), ip, &datagram[..n]);
+                cam.handle_ib(now(), IpAddr::V4(ip), local, 0, &datagram[..n]);
             }
         }
         cam.handle_timeout(now());
+        while let Some(ev) = cam.poll_event() {
+            crate::log_event(&ev);
+        }
         // RoCEv2 out: a bounded batch, so GVCP stays responsive
         for _ in 0..64 {
-            let Some(d) = cam.poll_transmit(now(), out) else {
+            let Some(n) = cam.poll_transmit(now(), out) else {
                 break;
             };
             busy = true;
-            let to = IpEndpoint::new(IpAddress::Ipv4(d.dst), d.dst_port);
-            let _ = roce.send_to(&out[d.payload], to).await;
+            if let Some(d) = camera::datagram(&out[..n]) {
+                let to = IpEndpoint::new(IpAddress::Ipv4(d.dst), d.dst_port);
+                let _ = roce.send_to(&out[d.payload], to).await;
+            }
         }
         // GVSP for hosts that did not connect ORSP
         for _ in 0..64 {

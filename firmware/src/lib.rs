@@ -1,7 +1,7 @@
 //! The rdmacam camera firmware: one [`protocol::device::Device`] on embassy-net.
 //!
-//! * [`camera`] — the camera without I/O (`no_std`, no allocator): device, RC queue pair, frame
-//!   memory lent by the board, receive buffers.
+//! * [`camera`] — the protocol crate's sans-IO camera (`no_std`, no allocator) over frame memory
+//!   lent by the board, RoCEv2 on one port.
 //! * [`app`] — the embassy task that owns the UDP sockets (GVCP 3956, RoCEv2 4791, GVSP) and
 //!   moves datagrams between them and the camera.
 //!

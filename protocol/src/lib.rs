@@ -14,6 +14,7 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod camera;
 pub mod cm;
 pub mod device;
 pub mod gev;

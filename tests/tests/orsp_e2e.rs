@@ -55,7 +55,7 @@ impl World {
         cfg.height = H;
         cfg.frame_rate = 200.0;
         cfg.pattern = Pattern::Gradient;
-        let cam = CameraCore::new(
+        let cam = rdmacam::camera::new_camera(
             Device::new(cfg),
             seed,
             RocePorts {
@@ -153,11 +153,12 @@ impl World {
 
     fn step(&mut self) {
         let mut buf = Vec::new();
+        let mut cam_buf = vec![0u8; 9216];
         let mut busy = true;
         while busy {
             busy = false;
-            while let Some(n) = self.cam.poll_transmit(self.now, &mut buf) {
-                self.up.send(self.now, buf[..n].to_vec());
+            while let Some(n) = self.cam.poll_transmit(self.now, &mut cam_buf) {
+                self.up.send(self.now, cam_buf[..n].to_vec());
                 busy = true;
             }
             while let Some(p) = self.up.recv(self.now) {

@@ -13,7 +13,6 @@ use embassy_net::{Config, Ipv4Address, Ipv4Cidr, Stack, StackResources, StaticCo
 use embassy_net_tuntap::TunTapDevice;
 use embassy_time::{Duration, Timer};
 use rdmacam_firmware::app::{self, Buffers, GVSP_PORT};
-use rdmacam_firmware::camera::Camera;
 use rdmacam_firmware::info;
 use rdmacam_firmware::protocol::device::pattern::SyntheticSource;
 use rdmacam_firmware::protocol::device::{Device, DeviceConfig};
@@ -120,7 +119,7 @@ async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu
     static BUFFERS: StaticCell<Buffers> = StaticCell::new();
     let frames = FRAMES.init([0; FRAME_MEMORY]);
     let buffers = BUFFERS.init(Buffers::new());
-    let mut cam = Camera::new(device, SyntheticSource::new(args.seed), frames);
+    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(args.seed), frames);
     app::run(stack, &mut cam, buffers).await
 }
 

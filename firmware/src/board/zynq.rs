@@ -20,7 +20,6 @@ use embassy_executor::Spawner;
 use embassy_net::{Config, Ipv4Cidr, StackResources, StaticConfigV4};
 use embassy_time::{Duration, Timer};
 use rdmacam_firmware::app::{self, Buffers, GVSP_PORT};
-use rdmacam_firmware::camera::Camera;
 use rdmacam_firmware::protocol::device::pattern::SyntheticSource;
 use rdmacam_firmware::protocol::device::{Device, DeviceConfig};
 use rdmacam_firmware::protocol::wire::pmtu::Pmtu;
@@ -207,7 +206,7 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     cfg.link_speed_mbps = 1000;
     let mut device = Device::new(cfg);
     device.orsp().set_tos_capable(false);
-    let mut cam = Camera::new(device, SyntheticSource::new(1), FRAMES.take());
+    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), FRAMES.take());
     app::run(stack, &mut cam, BUFFERS.take()).await
 }
 

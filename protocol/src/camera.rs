@@ -1,0 +1,641 @@
+//! The camera without I/O: the GigE Vision [`Device`], the RC queue pair ORSP streams on,
+//! frame memory (a [`FrameMemory`] the caller lends), and receive buffers for host messages.
+//! `no_std`, no allocator: the emulator drives it over UDP sockets (and, for its verbs
+//! transport, as an external queue pair), the firmware over embassy-net, the simulator over a
+//! virtual link.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+
+use heapless::{Deque, Vec};
+
+use crate::cm;
+use crate::device::ORSP_BUFFERS;
+use crate::device::pattern::{Frame, FrameSource};
+use crate::device::stream::StreamPacket;
+use crate::device::{Device, DeviceEvent, GvcpReply, regs};
+use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE};
+use crate::orsp::msg::event;
+use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel};
+use crate::rc::{
+    Completion, Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
+    RequesterCounters, ResponderConfig, TxPacket, WcStatus, WorkRequest, split_rocev2,
+};
+use crate::wire::Opcode;
+
+/// Most frame slots a [`FrameMemory`] may have.
+pub const MAX_SLOTS: usize = 8;
+/// A CM MAD packet: IPv6 (the larger), UDP, BTH, DETH, MAD, ICRC.
+pub const MAD_PACKET: usize = 40 + 8 + 12 + 8 + cm::MAD_LEN + 4;
+
+type Qp = QueuePair<256, 256, 32, 1>;
+
+/// Where frames are rendered and stay until their TRAILER completes: a board's frame buffers,
+/// or the emulator's heap.
+pub trait FrameMemory {
+    /// Number of frame slots (at most [`MAX_SLOTS`]).
+    fn slots(&self) -> usize;
+    /// The frame in `slot`, as long as that frame.
+    fn frame(&self, slot: u32) -> &[u8];
+    /// Room for a frame of `len` bytes in `slot`; `None` when the slot cannot hold it.
+    fn frame_mut(&mut self, slot: u32, len: usize) -> Option<&mut [u8]>;
+}
+
+/// Frame memory in one borrowed slice cut into `SLOTS` equal slots (a firmware's static).
+#[derive(Debug)]
+pub struct SliceFrames<'m, const SLOTS: usize> {
+    mem: &'m mut [u8],
+    len: [usize; SLOTS],
+}
+
+impl<'m, const SLOTS: usize> SliceFrames<'m, SLOTS> {
+    /// `mem` in `SLOTS` slots of `mem.len() / SLOTS` bytes.
+    pub fn new(mem: &'m mut [u8]) -> Self {
+        SliceFrames {
+            mem,
+            len: [0; SLOTS],
+        }
+    }
+
+    /// The largest frame a slot holds.
+    pub fn slot_len(&self) -> usize {
+        self.mem.len() / SLOTS
+    }
+}
+
+impl<const SLOTS: usize> FrameMemory for SliceFrames<'_, SLOTS> {
+    fn slots(&self) -> usize {
+        SLOTS
+    }
+
+    fn frame(&self, slot: u32) -> &[u8] {
+        let start = slot as usize * self.slot_len();
+        &self.mem[start..start + self.len[slot as usize]]
+    }
+
+    fn frame_mut(&mut self, slot: u32, len: usize) -> Option<&mut [u8]> {
+        let size = self.slot_len();
+        if len > size || slot as usize >= SLOTS {
+            return None;
+        }
+        self.len[slot as usize] = len;
+        let start = slot as usize * size;
+        Some(&mut self.mem[start..start + len])
+    }
+}
+
+/// Where the camera's RoCEv2 traffic goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RocePorts {
+    /// UDP port the camera sends from; 0 = its QP's entropy port (`udp_source_port`).
+    pub camera_tx: u16,
+    /// UDP port the host listens on for RoCEv2 (4791 normally).
+    pub host_rx: u16,
+}
+
+/// What the camera did, for logs and summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CameraCounters {
+    /// Frames handed to ORSP.
+    pub frames_offered: u64,
+    /// Host messages received.
+    pub host_messages: u64,
+    /// Received packets dropped (no connection, bad checksum).
+    pub dropped: u64,
+    /// Frames too large for a frame slot (not sent).
+    pub frames_too_large: u64,
+}
+
+/// Payload bytes for the requester: frame memory below [`MSG_HANDLE_BASE`], message slots above.
+struct Payloads<'a, M: FrameMemory> {
+    frames: &'a M,
+    orsp: &'a OrspChannel<ORSP_BUFFERS>,
+}
+
+impl<M: FrameMemory> PayloadSource for Payloads<'_, M> {
+    fn payload(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        if handle >= MSG_HANDLE_BASE {
+            self.orsp.message(handle, offset, len)
+        } else if (handle as usize) < self.frames.slots() {
+            let start = usize::try_from(offset).ok()?;
+            self.frames
+                .frame(handle)
+                .get(start..start.checked_add(len)?)
+        } else {
+            None
+        }
+    }
+}
+
+/// The ORSP error code (STATUS, EVENT) of a failed send completion.
+fn failure_code(s: WcStatus) -> u16 {
+    match s {
+        WcStatus::RemoteAccessError
+        | WcStatus::RemoteInvalidRequest
+        | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
+        _ => event::RETRY_EXCEEDED,
+    }
+}
+
+/// What [`Camera::poll_packet`] produced.
+#[derive(Debug)]
+pub enum Tx {
+    /// A whole IP packet of this length in the caller's buffer.
+    Bytes(usize),
+    /// A queue-pair packet in pieces (headers, payload in frame memory, ICRC).
+    Packet(TxPacket),
+}
+
+/// The camera: device, queue pair, frame memory.
+pub struct Camera<S: FrameSource, M: FrameMemory> {
+    device: Device,
+    source: S,
+    local_ip: IpAddr,
+    ports: RocePorts,
+    qp: Option<Qp>,
+    host_ip: Option<IpAddr>,
+    frames: M,
+    free_frames: Vec<u32, MAX_SLOTS>,
+    recv_bufs: [[u8; DEV_RECV_SIZE as usize]; DEV_RECV_DEPTH as usize],
+    backlog: Deque<WorkRequest, 128>,
+    cm_out: Deque<([u8; MAD_PACKET], usize), 4>,
+    cm_psn: u32,
+    cm_peer: Option<IpAddr>,
+    last_rc: Option<RequesterCounters>,
+    counters: CameraCounters,
+    events: Deque<DeviceEvent, 32>,
+    /// A transport outside this type (verbs) runs the queue pair: connects and disconnects are
+    /// handed to it instead of building the soft QP.
+    external: bool,
+    external_connect: Option<(ConnectParams, IpAddr)>,
+    external_disconnect: bool,
+}
+
+impl<S: FrameSource, M: FrameMemory> core::fmt::Debug for Camera<S, M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Camera")
+            .field("local_ip", &self.local_ip)
+            .field("connected", &self.qp.is_some())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
+    /// A camera with `device`, frames from `source` rendered into `frames`, sending RoCEv2 as
+    /// `ports` say.
+    pub fn new(device: Device, source: S, frames: M, ports: RocePorts) -> Self {
+        let local_ip = IpAddr::V4(device.ip());
+        let mut free_frames = Vec::new();
+        for s in (0..frames.slots().min(MAX_SLOTS) as u32).rev() {
+            let _ = free_frames.push(s);
+        }
+        Camera {
+            device,
+            source,
+            local_ip,
+            ports,
+            qp: None,
+            host_ip: None,
+            frames,
+            free_frames,
+            recv_bufs: [[0; DEV_RECV_SIZE as usize]; DEV_RECV_DEPTH as usize],
+            backlog: Deque::new(),
+            cm_out: Deque::new(),
+            cm_psn: 0,
+            cm_peer: None,
+            last_rc: None,
+            counters: CameraCounters::default(),
+            events: Deque::new(),
+            external: false,
+            external_connect: None,
+            external_disconnect: false,
+        }
+    }
+
+    /// Leave the queue pair to an external transport (the verbs transport): ORSP connects and
+    /// disconnects are queued for [`take_connect`](Self::take_connect) and
+    /// [`take_disconnect`](Self::take_disconnect), and that transport posts the work requests
+    /// of [`poll_work`](Self::poll_work) and feeds back completions and host messages.
+    pub fn with_external_transport(mut self) -> Self {
+        self.external = true;
+        self
+    }
+
+    /// An ORSP connection to bring up on the external transport, with the host's address.
+    pub fn take_connect(&mut self) -> Option<(ConnectParams, IpAddr)> {
+        self.process_events();
+        self.external_connect.take()
+    }
+
+    /// Whether the ORSP connection went away since the last call (tear the QP down).
+    pub fn take_disconnect(&mut self) -> bool {
+        self.process_events();
+        core::mem::take(&mut self.external_disconnect)
+    }
+
+    /// A frame due now and the free frame slot to render it into (then
+    /// [`render`](Self::render) and [`offer_frame`](Self::offer_frame)).
+    pub fn next_frame(&mut self, now: Instant) -> Option<(Frame, u32)> {
+        let slot = *self.free_frames.last()?;
+        let frame = self.device.poll_orsp_frame(now, &mut self.source)?;
+        Some((frame, slot))
+    }
+
+    /// The synthetic pixels of `frame`.
+    pub fn render(&mut self, frame: &Frame, buf: &mut [u8]) {
+        self.source.read(frame, 0, buf);
+    }
+
+    /// Hand a rendered frame in `slot` to ORSP; the slot stays taken while it is in flight.
+    pub fn offer_frame(&mut self, frame: &Frame, slot: u32) -> FrameOutcome {
+        self.counters.frames_offered += 1;
+        let outcome = self.device.orsp_send_frame(frame, slot);
+        if outcome == FrameOutcome::Sent {
+            self.free_frames.retain(|&s| s != slot);
+            self.device
+                .set_orsp_frame_memory_free(!self.free_frames.is_empty());
+        }
+        outcome
+    }
+
+    /// The next work request for the send queue (external transport).
+    pub fn poll_work(&mut self) -> Option<WorkRequest> {
+        self.process_events();
+        self.device.orsp().poll_work()
+    }
+
+    /// The bytes of a message work request (`handle` at or above `MSG_HANDLE_BASE`).
+    pub fn message(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        self.device.orsp_channel().message(handle, offset, len)
+    }
+
+    /// A send completion from the external transport.
+    pub fn complete(&mut self, c: &Completion) {
+        // the first failure of a live connection ends it (the rest are flushes)
+        let failed = c.status != WcStatus::Success && self.device.orsp_channel().is_connected();
+        self.device.orsp().on_completion(c);
+        if failed {
+            self.device.orsp_failed(failure_code(c.status));
+            self.process_events();
+        }
+        self.reclaim_frames();
+    }
+
+    /// A message the host SENT, received by the external transport.
+    pub fn host_message(&mut self, bytes: &[u8]) {
+        self.counters.host_messages += 1;
+        self.device.orsp().on_host_message(bytes);
+        self.process_events();
+    }
+
+    /// Use `ip` (for example an IPv6 address) for RoCEv2 instead of the GigE Vision address. A
+    /// host then writes its own address of that family to OrspHostGid.
+    pub fn with_roce_address(mut self, ip: IpAddr) -> Self {
+        self.local_ip = ip;
+        self
+    }
+
+    /// The device (registers, counters).
+    pub fn device(&mut self) -> &mut Device {
+        &mut self.device
+    }
+
+    /// The device, read-only.
+    pub fn device_ref(&self) -> &Device {
+        &self.device
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> CameraCounters {
+        self.counters
+    }
+
+    /// Whether an ORSP connection is up.
+    pub fn connected(&self) -> bool {
+        self.qp.is_some()
+    }
+
+    /// The RC requester's counters, if connected.
+    /// The RC requester's counters: of the live connection, else of the last one.
+    pub fn rc_counters(&self) -> Option<RequesterCounters> {
+        self.qp
+            .as_ref()
+            .map(|q| q.requester.counters())
+            .or(self.last_rc)
+    }
+
+    /// The next device event since the last call (for logging; the 32 newest are kept).
+    pub fn poll_event(&mut self) -> Option<DeviceEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next GVSP packet (classic streaming, when no ORSP host is connected).
+    pub fn poll_gvsp(&mut self, now: Instant, buf: &mut [u8]) -> Option<StreamPacket> {
+        self.device.poll_stream(now, &mut self.source, buf)
+    }
+
+    /// A GVCP datagram from `src`; the acknowledge (if any) is written to `out`.
+    pub fn handle_gvcp(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        datagram: &[u8],
+        out: &mut [u8],
+    ) -> Option<GvcpReply> {
+        let r = self.device.handle_gvcp(now, src, datagram, out);
+        self.process_events();
+        r
+    }
+
+    fn process_events(&mut self) {
+        while let Some(ev) = self.device.poll_event() {
+            match ev {
+                DeviceEvent::OrspConnect(p) => self.connect(p),
+                DeviceEvent::OrspDisconnected => self.disconnect(),
+                _ => {}
+            }
+            if self.events.is_full() {
+                self.events.pop_front();
+            }
+            let _ = self.events.push_back(ev);
+        }
+    }
+
+    fn connect(&mut self, p: ConnectParams) {
+        // The host's RoCEv2 address: OrspHostGid when it is a real IPv6 GID, else GevSCDA.
+        let gid = core::net::Ipv6Addr::from(p.host_gid);
+        let scda = self.device.read_reg(regs::SCDA0).unwrap_or(0);
+        let host_ip = if !gid.is_unspecified() && gid.to_ipv4_mapped().is_none() {
+            IpAddr::V6(gid)
+        } else if let Some(v4) = gid.to_ipv4_mapped() {
+            IpAddr::V4(v4)
+        } else if scda != 0 {
+            IpAddr::V4(Ipv4Addr::from(scda))
+        } else if let Some(c) = self.device.controller() {
+            IpAddr::V4(*c.ip())
+        } else {
+            return;
+        };
+        if host_ip.is_ipv6() != self.local_ip.is_ipv6() {
+            // the host's address family is not the one this camera streams on
+            self.device.orsp_failed(event::REMOTE_ERROR);
+            return;
+        }
+        if self.external {
+            self.external_connect = Some((p, host_ip));
+            self.host_ip = Some(host_ip);
+            return;
+        }
+        let mut path = Path::new(self.local_ip, host_ip);
+        path.src_port = self.ports.camera_tx;
+        path.dst_port = self.ports.host_rx;
+        path.dscp = p.tos >> 2;
+        path.ecn = p.tos & 3;
+        let mut rq = RequesterConfig::new(p.device_qpn, p.host_qpn, p.device_sq_psn, path);
+        rq.pmtu = p.pmtu;
+        rq.timeout = p.timeout;
+        rq.retry_cnt = p.retry_cnt;
+        rq.rnr_retry = p.rnr_retry;
+        rq.ack_req_every = 64;
+        rq.max_unacked = 128; // like rxe: a loss costs at most 128 packets of go-back-N
+        let mut rs = ResponderConfig::new(p.device_qpn, p.host_qpn, p.host_sq_psn, path);
+        rs.pmtu = p.pmtu;
+        let mut qp = Qp::new(rq, rs);
+        for id in 0..DEV_RECV_DEPTH {
+            qp.responder.post_recv(u64::from(id), DEV_RECV_SIZE);
+        }
+        self.qp = Some(qp);
+        self.host_ip = Some(host_ip);
+        self.backlog.clear();
+    }
+
+    fn disconnect(&mut self) {
+        if self.external {
+            self.external_connect = None;
+            self.external_disconnect = true;
+        }
+        self.last_rc = self.qp.take().map(|q| q.requester.counters());
+        self.backlog.clear();
+        self.reclaim_frames();
+    }
+
+    fn reclaim_frames(&mut self) {
+        while let Some(h) = self.device.orsp().poll_released_frame() {
+            if !self.free_frames.contains(&h) {
+                let _ = self.free_frames.push(h);
+            }
+        }
+        self.device
+            .set_orsp_frame_memory_free(!self.free_frames.is_empty());
+    }
+
+    /// A received RoCEv2 IP packet (ICRC checked).
+    pub fn handle_datagram(&mut self, now: Instant, packet: &[u8]) {
+        match split_rocev2(packet) {
+            Ok((src, dst, ecn, ib)) => self.handle_ib(now, src, dst, ecn, ib),
+            Err(_) => self.counters.dropped += 1,
+        }
+    }
+
+    /// The InfiniBand part of a received packet (a UDP socket cannot see the IP header, so the
+    /// ICRC is not checked there: `design/ORSP.md` §12).
+    pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
+        if ib.first() == Some(&Opcode::UD_SEND_ONLY.0) {
+            self.handle_gsi(now, src, ib);
+            return;
+        }
+        // a packet from the CM peer before its RTU: the RTU was lost, the connection is up
+        if self.qp.is_none() && self.cm_peer == Some(src) && self.device.cm_comm_established() {
+            self.process_events();
+        }
+        let Some(qp) = self.qp.as_mut() else {
+            self.counters.dropped += 1;
+            return;
+        };
+        if let Some(Placement::Recv {
+            wr_id,
+            offset,
+            data,
+        }) = qp.handle_ib(now, src, dst, ecn, ib)
+        {
+            if let Some(buf) = self.recv_bufs.get_mut(wr_id as usize) {
+                let at = offset as usize;
+                if at + data.len() <= buf.len() {
+                    buf[at..at + data.len()].copy_from_slice(data);
+                }
+            }
+        }
+        while let Some(c) = qp.responder.poll_completion() {
+            if c.status == RecvStatus::Success {
+                self.counters.host_messages += 1;
+                let len = (c.byte_len as usize).min(DEV_RECV_SIZE as usize);
+                let msg = &self.recv_bufs[c.wr_id as usize][..len];
+                self.device.orsp().on_host_message(msg);
+                qp.responder.post_recv(c.wr_id, DEV_RECV_SIZE);
+            }
+        }
+        self.drain_completions();
+    }
+
+    /// A UD SEND ONLY to QP1 with the GSI Q_Key: an RDMA CM MAD. Replies go back to the
+    /// sender's QP1 from ours.
+    fn handle_gsi(&mut self, now: Instant, src: IpAddr, ib: &[u8]) {
+        let Some(mad) = cm::mad_of(ib) else {
+            self.counters.dropped += 1;
+            return;
+        };
+        let mut out = [0u8; cm::MAD_LEN];
+        if self.device.handle_cm(now, mad, &mut out) {
+            self.cm_peer = Some(src);
+            self.queue_mad(src, &out);
+        }
+        self.process_events();
+    }
+
+    /// Queue a CM MAD as a UD SEND ONLY from our QP1 to `dst`'s QP1 (GSI Q_Key).
+    fn queue_mad(&mut self, dst: IpAddr, mad: &[u8; cm::MAD_LEN]) {
+        let path = Path::new(self.local_ip, dst);
+        let Some(ip) = path.ip_repr(0) else { return };
+        // from the camera's fixed RoCEv2 port if it has one, else the GSI QP pair's entropy port
+        let src_port = match self.ports.camera_tx {
+            0 => path.source_port(1, 1),
+            p => p,
+        };
+        let r = cm::mad_packet(ip, src_port, self.ports.host_rx, self.cm_psn);
+        self.cm_psn = (self.cm_psn + 1) & 0x00ff_ffff;
+        let mut pkt = [0u8; MAD_PACKET];
+        let n = r.buffer_len();
+        if n <= pkt.len() && r.emit(&mut pkt[..n], mad).is_ok() {
+            let _ = self.cm_out.push_back((pkt, n));
+        }
+    }
+
+    fn drain_completions(&mut self) {
+        let Some(qp) = self.qp.as_mut() else { return };
+        let mut failed = None;
+        while let Some(c) = qp.requester.poll_completion() {
+            if c.status != WcStatus::Success && failed.is_none() {
+                failed = Some(failure_code(c.status));
+            }
+            self.device.orsp().on_completion(&c);
+        }
+        let rc = qp.requester.counters();
+        self.device.set_rc_counters([
+            rc.retransmitted_packets as u32,
+            rc.rnr_naks as u32,
+            rc.seq_naks as u32,
+            rc.cnps as u32,
+            rc.timeouts as u32,
+        ]);
+        if let Some(code) = failed {
+            self.device.orsp_failed(code);
+            self.process_events();
+        }
+        self.reclaim_frames();
+    }
+
+    /// The next RoCEv2 IP packet to send at `now` into `out`; returns its length.
+    /// `out` must hold a whole packet (path MTU + 100 bytes, and [`MAD_PACKET`]).
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
+        match self.poll_packet(now, 0, out)? {
+            Tx::Bytes(n) => Some(n),
+            Tx::Packet(p) => p.copy_to(&self.payloads(), out),
+        }
+    }
+
+    /// The next thing to send at `now`: small packets (ACKs, CM MADs) built in `out`, or a
+    /// queue-pair packet in pieces whose payload stays in frame memory ([`payload`](Self::payload))
+    /// for gather I/O. `ipv4_ident` is the IPv4 identification the kernel will write (its
+    /// index in a GSO send); the ICRC is computed with it.
+    pub fn poll_packet(&mut self, now: Instant, ipv4_ident: u16, out: &mut [u8]) -> Option<Tx> {
+        self.process_events();
+        if let Some((pkt, n)) = self.cm_out.pop_front() {
+            out.get_mut(..n)?.copy_from_slice(&pkt[..n]);
+            return Some(Tx::Bytes(n));
+        }
+        let qp = self.qp.as_mut()?;
+        // ACK/NAKs for the host's SENDs first: they are small and unblock the host.
+        if let Some(n) = qp.responder.poll_transmit(out) {
+            return Some(Tx::Bytes(n));
+        }
+        // A due frame into free frame memory, then its work requests to the send queue.
+        if let Some((frame, slot)) = self.next_frame(now) {
+            match self.frames.frame_mut(slot, frame.size()) {
+                Some(buf) => {
+                    self.source.read(&frame, 0, buf);
+                    self.offer_frame(&frame, slot);
+                }
+                None => self.counters.frames_too_large += 1,
+            }
+        }
+        while !self.backlog.is_full() {
+            let Some(wr) = self.device.orsp().poll_work() else {
+                break;
+            };
+            let _ = self.backlog.push_back(wr);
+        }
+        let qp = self.qp.as_mut()?;
+        while let Some(wr) = self.backlog.front().copied() {
+            if qp.requester.post(wr).is_err() {
+                break;
+            }
+            self.backlog.pop_front();
+        }
+        let src = Payloads {
+            frames: &self.frames,
+            orsp: self.device.orsp_channel(),
+        };
+        qp.requester.set_ipv4_ident(ipv4_ident);
+        let pkt = qp.requester.poll_transmit(now, &src);
+        self.drain_completions();
+        pkt.map(Tx::Packet)
+    }
+
+    fn payloads(&self) -> Payloads<'_, M> {
+        Payloads {
+            frames: &self.frames,
+            orsp: self.device.orsp_channel(),
+        }
+    }
+
+    /// The payload bytes of a packet [`poll_packet`](Self::poll_packet) returned.
+    pub fn payload(&self, p: &TxPacket) -> &[u8] {
+        let (h, len) = (p.payload.handle, p.payload_len as usize);
+        let bytes = if h >= MSG_HANDLE_BASE {
+            self.device.orsp_channel().message(h, p.payload.offset, len)
+        } else {
+            let start = p.payload.offset as usize;
+            self.frames.frame(h).get(start..start + len)
+        };
+        bytes.expect("a packet's payload stays in memory until its work request completes")
+    }
+
+    /// When the camera next needs [`handle_timeout`](Self::handle_timeout) or
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.device.poll_timeout(),
+            self.device.cm_poll_timeout(),
+            self.qp.as_ref().and_then(|q| q.requester.poll_timeout()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Run timers: heartbeat, ACK timeout, rate, CM REP resend.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.device.handle_timeout(now);
+        let mut mad = [0u8; cm::MAD_LEN];
+        if self.device.cm_handle_timeout(now, &mut mad)
+            && let Some(peer) = self.cm_peer
+        {
+            self.queue_mad(peer, &mad);
+        }
+        if let Some(qp) = self.qp.as_mut() {
+            qp.requester.handle_timeout(now);
+        }
+        self.process_events();
+        self.drain_completions();
+    }
+}
