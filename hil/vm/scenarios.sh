@@ -105,8 +105,25 @@ before=$(snap)
 verbs_host 198.18.0.3 s2-host.out --frames "$FRAMES"
 json=$(host_json "$OUT/s2-host.out")
 stop "$cam"
-ok=0; good "$json" && grep -q "verbs QP connected" "$OUT/s2-camera.log" && ok=1
-report 2 verbs-camera-to-verbs-host $ok "$json" "rxe: $(delta "$before")"
+# the verbs transport's errors name what is missing
+errs=0
+expect_err() { # what, expected text, command...
+  local what=$1 want=$2; shift 2
+  local msg; msg=$(timeout 20 "$@" 2>&1 | tail -1)
+  if grep -q "$want" <<<"$msg"; then errs=$((errs + 1)); echo "error ok ($what): $msg"
+  else echo "error MISSING ($what): wanted '$want', got: $msg"; fi
+}
+expect_err "no such device" "no RDMA device named mlx5_9" \
+    "$CAM" run --ip 198.18.0.3 --gvcp-port 3960 --transport verbs --device mlx5_9 --duration 1
+expect_err "no RoCEv2 GID" "no RoCEv2 GID for 127.0.0.1" \
+    "$CAM" run --ip 127.0.0.1 --gvcp-port 3960 --transport verbs --duration 1
+ip link set veth0 down
+expect_err "port down" "port 1 of rxe0 is" \
+    "$CAM" run --ip 198.18.0.3 --gvcp-port 3960 --transport verbs --device rxe0 --duration 1
+ip link set veth0 up
+sleep 1
+ok=0; good "$json" && grep -q "verbs QP connected" "$OUT/s2-camera.log" && [[ $errs == 3 ]] && ok=1
+report 2 verbs-camera-to-verbs-host $ok "$json" "clear_errors=$errs/3 rxe: $(delta "$before")"
 [[ $ok == 1 ]] || { tail -3 "$OUT/s2-host.out.err"; tail -5 "$OUT/s2-camera.log"; }
 
 # --- 3. scenario 1 through netem: loss, reordering and duplication both ways
