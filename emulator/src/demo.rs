@@ -74,6 +74,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         cm_port: 0,
         verbs: None,
         gso: true,
+        latency_log: None,
     };
     let camera = {
         let stop = stop_camera.clone();
@@ -107,6 +108,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         progress: o.progress,
         cm_port: None,
         transport: Default::default(),
+        latency_log: None,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

@@ -132,6 +132,10 @@ struct RunArgs {
     /// which is detected anyway).
     #[arg(long)]
     no_gso: bool,
+    /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) to FILE as CSV;
+    /// with rdmacam-host --latency-log, scripts/latency.py gives p50/p99 latency.
+    #[arg(long, value_name = "FILE")]
+    latency_log: Option<std::path::PathBuf>,
     /// RDMA device for --transport verbs (default: the one whose GID table has the RoCEv2
     /// address, --roce-ip or --ip).
     #[arg(long)]
@@ -248,6 +252,7 @@ fn main() -> ExitCode {
                 cm_port: a.cm_port,
                 verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
                 gso: !a.no_gso,
+                latency_log: a.latency_log,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

@@ -5,7 +5,7 @@
 //! socket bound only to ADDR never sees, and the answer still leaves from ADDR:3956. GVSP leaves
 //! from ADDR on an ephemeral port (reported in SCSP).
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +75,8 @@ pub struct RunOptions {
     /// Send runs of equal-size RoCEv2 packets with UDP segmentation offload and gather I/O
     /// (default); off: one datagram per packet, copied, `sendmmsg` in batches.
     pub gso: bool,
+    /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
+    pub latency_log: Option<std::path::PathBuf>,
 }
 
 fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
@@ -199,7 +201,19 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     );
 
     let t0 = StdInstant::now();
+    let mono_t0 = rdmacam_hil::net::monotonic_ns();
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
+    let mut latency_log = match &opts.latency_log {
+        Some(p) => {
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(p)
+                    .with_context(|| format!("cannot write {}", p.display()))?,
+            );
+            std::io::Write::write_all(&mut f, b"block_id,trailer_sent_ns\n")?;
+            Some(f)
+        }
+        None => None,
+    };
     let mut rx = vec![0u8; 2048];
     let mut tx = vec![0u8; 2048];
     let mut pkt = vec![0u8; 9216];
@@ -301,6 +315,11 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 busy = true;
             }
         }
+        while let Some((block, at)) = cam.poll_trailer_sent() {
+            if let Some(f) = latency_log.as_mut() {
+                let _ = writeln!(f, "{block},{}", mono_t0 + at.0);
+            }
+        }
         // Stream: send what is due, a bounded batch so GVCP stays responsive.
         for _ in 0..256 {
             let Some(p) = cam.poll_gvsp(now(), &mut pkt) else {
@@ -325,6 +344,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 std::thread::sleep(wait);
             }
         }
+    }
+    if let Some(mut f) = latency_log {
+        std::io::Write::flush(&mut f)?;
     }
     let s = cam.device().stream_counters();
     let g = cam.device().gvcp_counters();

@@ -150,6 +150,7 @@ fn host_options(
         progress: false,
         cm_port,
         transport: Default::default(),
+        latency_log: None,
     }
 }
 
@@ -248,4 +249,42 @@ fn a_host_asking_the_wrong_cm_port_reports_the_rejection() {
     let e = format!("{:#}", r.expect_err("a REJ is an error"));
     assert!(e.contains("rejected") && e.contains("reason 8"), "{e}");
     assert!(e.contains("port 7472"), "{e}");
+}
+
+#[test]
+fn latency_logs_of_camera_and_host_join_on_one_clock() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let (cam_log, host_log) = (dir.path().join("cam.csv"), dir.path().join("host.csv"));
+    let ports = (39586, 47940, 47941);
+    let mut cam = spawn_udp_camera(ports, &["--latency-log", cam_log.to_str().unwrap()]);
+    let mut o = host_options(ports, 20, None);
+    o.latency_log = Some(host_log.clone());
+    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false))).unwrap();
+    // SIGTERM: the camera stops cleanly and flushes its log
+    let _ = Command::new("kill").arg(cam.id().to_string()).status();
+    let _ = cam.wait();
+    assert_eq!(s.frames_received, 20);
+    let rows = |p: &std::path::Path| -> std::collections::HashMap<u64, u64> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (b, t) = l.split_once(',').unwrap();
+                (b.parse().unwrap(), t.parse().unwrap())
+            })
+            .collect()
+    };
+    let (sent, seen) = (rows(&cam_log), rows(&host_log));
+    assert_eq!(seen.len(), 20, "one arrival per frame");
+    for (block, at) in &seen {
+        let left = sent
+            .get(block)
+            .unwrap_or_else(|| panic!("block {block} never sent"));
+        // one clock for both processes: every TRAILER is seen after it left (causality, no
+        // timing asserted)
+        assert!(left <= at, "block {block}: left at {left}, seen at {at}");
+    }
 }

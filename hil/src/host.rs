@@ -100,6 +100,8 @@ pub struct Stats {
     pub released: u32,
     /// Device messages that did not parse.
     pub garbled: u64,
+    /// Each TRAILER's block id and when it was seen (CLOCK_MONOTONIC ns), for latency.
+    pub trailers_seen: Vec<(u64, u64)>,
 }
 
 /// What every ORSP host does whatever its transport: the message exchange of
@@ -229,6 +231,7 @@ impl HostCore {
                     block_id,
                 },
             )) => {
+                let seen = crate::net::monotonic_ns();
                 let good = status == 0 && self.check_frame(buffer_id, block_id, valid_size, frames);
                 if good {
                     self.stats.good += 1;
@@ -237,6 +240,7 @@ impl HostCore {
                 }
                 self.stats.bytes += valid_size;
                 self.stats.block_ids.push(block_id);
+                self.stats.trailers_seen.push((block_id, seen));
                 return Some(buffer_id);
             }
             Ok((

@@ -56,6 +56,9 @@ pub struct HostOptions {
     pub cm_port: Option<u16>,
     /// Where RoCEv2 is received: the soft host on a UDP socket, or an RDMA device.
     pub transport: HostTransport,
+    /// Write each TRAILER's block id and arrival time (CLOCK_MONOTONIC ns) here as CSV, to
+    /// join with the camera's `--latency-log` (scripts/latency.py).
+    pub latency_log: Option<std::path::PathBuf>,
 }
 
 /// The host's RoCEv2 transport.
@@ -519,6 +522,15 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     }
     let _ = gvcp.write(regs::CCP, 0);
     let s = plane.stats();
+    if let Some(path) = &o.latency_log {
+        let csv: String = s
+            .trailers_seen
+            .iter()
+            .map(|(b, t)| format!("{b},{t}\n"))
+            .collect();
+        std::fs::write(path, format!("block_id,trailer_seen_ns\n{csv}"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
     let received = s.good + s.bad;
     Ok(Summary {

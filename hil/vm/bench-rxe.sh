@@ -39,6 +39,20 @@ for mode in gso no-gso; do
   host "udp-camera-$mode" 198.18.0.2
   kill $cam; wait $cam 2>/dev/null
 done
+# 5. latency (issue 9, item 5): from a frame's last byte leaving the userspace camera (its
+# TRAILER's first send) to rdmacam-host on verbs seeing the TRAILER, at a paced 30 fps and
+# flat out; CLOCK_MONOTONIC is shared by the namespaces of one guest
+for fps in 30 1000; do
+  ip netns exec cam "$REL/rdmacam" run --ip 198.18.0.2 --transport udp --width $W --height $H \
+      --fps $fps --latency-log "$OUT/lat-cam-$fps.csv" >"$OUT/lat-camera-$fps.log" 2>&1 &
+  cam=$!
+  sleep 1
+  timeout 300 "$REL/rdmacam-host" --transport verbs --device rxe0 --camera 198.18.0.2 \
+      --local 198.18.0.1 --frames "$FRAMES" --buffers 32 --latency-log "$OUT/lat-host-$fps.csv" \
+      >/dev/null 2>&1
+  kill -INT $cam; wait $cam 2>/dev/null
+  echo "BENCH latency fps=$fps $(python3 "$LAB/../../scripts/latency.py" "$OUT/lat-cam-$fps.csv" "$OUT/lat-host-$fps.csv")"
+done
 # 4. the verbs camera on rxe0 (the kernel's sender, like ib_write_bw)
 "$REL/rdmacam" run --ip 198.18.0.3 --transport verbs --device rxe0 --width $W --height $H \
     --fps 1000 >"$OUT/bench-camera-verbs.log" 2>&1 &

@@ -163,6 +163,7 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     last_rc: Option<RequesterCounters>,
     counters: CameraCounters,
     events: Deque<DeviceEvent, 32>,
+    trailers_sent: Deque<(u64, Instant), 32>,
     /// A transport outside this type (verbs) runs the queue pair: connects and disconnects are
     /// handed to it instead of building the soft QP.
     external: bool,
@@ -206,6 +207,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             last_rc: None,
             counters: CameraCounters::default(),
             events: Deque::new(),
+            trailers_sent: Deque::new(),
             external: false,
             external_connect: None,
             external_disconnect: false,
@@ -322,6 +324,13 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             .as_ref()
             .map(|q| q.requester.counters())
             .or(self.last_rc)
+    }
+
+    /// A TRAILER that left for the first time: its block id and when (it follows the frame's
+    /// last payload packet at once, so this is when the frame's last byte left). The 32 newest
+    /// are kept; for latency measurements.
+    pub fn poll_trailer_sent(&mut self) -> Option<(u64, Instant)> {
+        self.trailers_sent.pop_front()
     }
 
     /// The next device event since the last call (for logging; the 32 newest are kept).
@@ -588,6 +597,22 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         qp.requester.set_ipv4_ident(ipv4_ident);
         let pkt = qp.requester.poll_transmit(now, &src);
         self.drain_completions();
+        if let Some(p) = &pkt
+            && !p.retransmission
+            && p.payload.handle >= MSG_HANDLE_BASE
+            && let Some(bytes) = self.device.orsp_channel().message(
+                p.payload.handle,
+                p.payload.offset,
+                p.payload_len as usize,
+            )
+            && let Ok((_, crate::orsp::msg::DeviceMessage::Trailer { block_id, .. })) =
+                crate::orsp::msg::parse_device(bytes)
+        {
+            if self.trailers_sent.is_full() {
+                self.trailers_sent.pop_front();
+            }
+            let _ = self.trailers_sent.push_back((block_id, now));
+        }
         pkt.map(Tx::Packet)
     }
 

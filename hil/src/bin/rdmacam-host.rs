@@ -74,6 +74,11 @@ struct Args {
     /// control, print what the camera did, and exit 2.
     #[arg(long, value_name = "N")]
     destroy_qp_after: Option<u64>,
+    /// Write each TRAILER's block id and arrival time (CLOCK_MONOTONIC ns) to FILE as CSV; with
+    /// the camera's --latency-log, scripts/latency.py gives the latency from the frame's last
+    /// byte leaving the camera to the host seeing its TRAILER.
+    #[arg(long, value_name = "FILE")]
+    latency_log: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +130,7 @@ fn main() -> ExitCode {
                 destroy_qp_after: a.destroy_qp_after,
             },
         },
+        latency_log: a.latency_log,
     };
     match run_host(&o, &stop) {
         Ok(s) => s.report(a.json),
