@@ -378,15 +378,21 @@ fn send_segmented(
     scratch: &mut [u8],
 ) -> bool {
     let flush = |cam: &CameraCore, r: &mut RoceSocket, batch: &mut Vec<TxPacket>| {
-        let segs: Vec<Gather<'_>> = batch
-            .iter()
-            .map(|p| Gather {
+        // the pieces of each packet, on the stack: no allocation per send
+        let none = Gather {
+            header: &[],
+            payload: &[],
+            trailer: &[],
+        };
+        let mut segs = [none; GSO_MAX_SEGMENTS];
+        for (g, p) in segs.iter_mut().zip(batch.iter()) {
+            *g = Gather {
                 header: p.header(),
                 payload: cam.payload(p),
                 trailer: p.trailer(),
-            })
-            .collect();
-        if let Err(e) = r.send_gso(&segs) {
+            };
+        }
+        if let Err(e) = r.send_gso(&segs[..batch.len()]) {
             warn!("RoCEv2 send failed: {e}");
         }
         batch.clear();

@@ -156,8 +156,7 @@ impl VerbsLink {
                     if wc.status == WorkCompletionStatus::Success {
                         let at = i * DEV_RECV_SIZE as usize;
                         let len = (wc.byte_len as usize).min(DEV_RECV_SIZE as usize);
-                        let bytes = self.recv.bytes()[at..at + len].to_vec();
-                        cam.host_message(&bytes);
+                        cam.host_message(&self.recv.bytes()[at..at + len]);
                         if let Err(e) = self.qp.post_recv(wc.wr_id, &self.recv, at, DEV_RECV_SIZE) {
                             warn!("ibv_post_recv: {e:#}");
                         }

@@ -130,6 +130,16 @@ fn host_options(frames: u64, cm_port: Option<u16>) -> rdmacam_hil::run::HostOpti
     }
 }
 
+/// The reference host, in the namespace, streaming `frames` (through the CM on `cm_port`).
+fn stream(frames: u64, cm_port: Option<u16>) -> anyhow::Result<rdmacam_hil::host::Summary> {
+    in_netns(move || {
+        rdmacam_hil::run::run_host(
+            &host_options(frames, cm_port),
+            &Arc::new(AtomicBool::new(false)),
+        )
+    })
+}
+
 #[test]
 fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks() {
     if let Some(why) = missing() {
@@ -201,10 +211,7 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let summary = in_netns(|| {
-        rdmacam_hil::run::run_host(&host_options(100, None), &Arc::new(AtomicBool::new(false)))
-    })
-    .expect("the reference host streams from the firmware");
+    let summary = stream(100, None).expect("the reference host streams from the firmware");
     std::thread::sleep(Duration::from_millis(500));
     // SIGINT lets tshark finish its file
     let _ = Command::new("kill")

@@ -352,14 +352,14 @@ impl RoceSocket {
     /// Send packets that share a destination and UDP source port, each of the first's UDP
     /// length except the last (which may be shorter), in one `sendmsg(2)` with `UDP_SEGMENT`:
     /// the kernel cuts them apart and numbers their IPv4 identifications 0, 1, 2, ... (the
-    /// packets' ICRCs must have been computed with those). Gather I/O: the payload goes from
-    /// where it lies, with no copy in user space. Falls back to one datagram per packet when
-    /// [`gso`](Self::gso) is off.
+    /// packets' ICRCs must have been computed with those; a single packet is sent as it is).
+    /// Gather I/O: the payload goes from where it lies, with no copy in user space. Falls back
+    /// to one copied datagram per packet when [`gso`](Self::gso) is off.
     pub fn send_gso(&mut self, segs: &[Gather<'_>]) -> std::io::Result<()> {
         let Some(first) = segs.first() else {
             return Ok(());
         };
-        if !self.gso() || segs.len() == 1 {
+        if !self.gso() {
             let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
             return self.send_many(whole.iter().map(Vec::as_slice));
         }

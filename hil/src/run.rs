@@ -282,7 +282,6 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     // the largest path MTU the camera takes (ORSP_CAPS bits 11..8)
     let caps = gvcp.read(oregs::BASE + oregs::ORSP_CAPS)?;
     let camera_pmtu = Pmtu::from_code(((caps >> 8) & 0xf) as u8).unwrap_or(Pmtu::Mtu1024);
-    let smaller = |a: Pmtu, b: Pmtu| if (a as u32) <= (b as u32) { a } else { b };
     if let Some(fps) = o.fps {
         gvcp.write(regs::FRAME_RATE, fps.to_bits())?;
     }
@@ -316,13 +315,13 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
                 rx: vec![0u8; 65536],
                 tx: Vec::new(),
             }));
-            (plane, smaller(Pmtu::Mtu4096, camera_pmtu))
+            (plane, camera_pmtu.min(Pmtu::Mtu4096))
         }
         #[cfg(feature = "verbs")]
         HostTransport::Verbs { device, .. } => {
             // the QPN is the device's; HostConfig's is unused by the verbs host
             let v = crate::verbs_host::VerbsHost::open(device.as_deref(), cfg(0, 0))?;
-            let pmtu = smaller(v.max_pmtu(), camera_pmtu);
+            let pmtu = camera_pmtu.min(v.max_pmtu());
             let (name, gid_index) = v.device();
             if o.progress {
                 eprintln!(

@@ -125,9 +125,7 @@ pub struct Wc {
     pub wr_id: u64,
     /// Outcome.
     pub status: WorkCompletionStatus,
-    /// Whether it completes a receive (else a send/write).
-    pub recv: bool,
-    /// Bytes received (receives only).
+    /// Bytes received (receives only; the caller tells receives from sends by its wr_id).
     pub byte_len: u32,
 }
 
@@ -361,7 +359,7 @@ impl VerbsQp {
         sq_psn: u32,
         a: RcAttrs,
     ) -> Result<()> {
-        if a.pmtu as u32 > self.active_mtu as u32 {
+        if a.pmtu > self.active_mtu {
             bail!(
                 "path MTU {} is larger than the active MTU {} of {} port {PORT} (raise the \
                  network interface's MTU, or ask for a smaller path MTU)",
@@ -495,11 +493,9 @@ impl VerbsQp {
         let before = out.len();
         if let Ok(poller) = self.cq.start_poll() {
             for wc in poller {
-                let op = wc.opcode();
                 out.push(Wc {
                     wr_id: wc.wr_id(),
                     status: WorkCompletionStatus::from(wc.status()),
-                    recv: op & sideway_recv_flag() != 0,
                     byte_len: wc.byte_len(),
                 });
             }
@@ -554,9 +550,4 @@ impl VerbsQp {
         }
         Ok(self.poll(out))
     }
-}
-
-/// `IBV_WC_RECV` is 128: receive opcodes have that bit set (verbs.h).
-const fn sideway_recv_flag() -> u32 {
-    128
 }

@@ -147,12 +147,6 @@ impl VerbsHost {
         Ok(())
     }
 
-    /// SEND FLUSH.
-    pub fn flush(&mut self, forget: bool) -> Result<()> {
-        let m = self.core.flush_message(forget);
-        self.send(m)
-    }
-
     fn send(&mut self, bytes: Vec<u8>) -> Result<()> {
         self.pending.push_back(bytes);
         self.post_pending()
@@ -252,10 +246,5 @@ impl VerbsHost {
     pub fn destroy_qp(&mut self) {
         self.qp.destroy_qp();
         self.destroyed = true;
-    }
-
-    /// Whether every SEND of ours completed.
-    pub fn idle(&self) -> bool {
-        self.pending.is_empty() && self.free_send.len() == SEND_SLOTS as usize
     }
 }

@@ -13,7 +13,7 @@ use crate::device::ORSP_BUFFERS;
 use crate::device::pattern::{Frame, FrameSource};
 use crate::device::stream::StreamPacket;
 use crate::device::{Device, DeviceEvent, GvcpReply, regs};
-use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE};
+use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE, failure_code};
 use crate::orsp::msg::event;
 use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel};
 use crate::rc::{
@@ -123,16 +123,6 @@ impl<M: FrameMemory> PayloadSource for Payloads<'_, M> {
         } else {
             None
         }
-    }
-}
-
-/// The ORSP error code (STATUS, EVENT) of a failed send completion.
-fn failure_code(s: WcStatus) -> u16 {
-    match s {
-        WcStatus::RemoteAccessError
-        | WcStatus::RemoteInvalidRequest
-        | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
-        _ => event::RETRY_EXCEEDED,
     }
 }
 

@@ -2,7 +2,10 @@
 //! 0, 1, 2, ... (reference/rxe-lab.md: rxe accepted ICRCs computed with those identifications,
 //! and only those), and the ICRC covers the identification. A requester told the segment's
 //! index builds a packet whose ICRC matches; a packet built for one index and resealed for
-//! another is byte-identical to one built for that index directly.
+//! another is byte-identical to one built for that index directly. These check the code against
+//! itself (its own ICRC); the independent judge is Linux rxe, which takes the camera's GSO
+//! segments in Soft-RoCE scenarios 1 and 3 (`hil/vm/run-scenarios`) only if each ICRC matches
+//! the identification the kernel wrote.
 
 use std::net::{IpAddr, Ipv4Addr};
 

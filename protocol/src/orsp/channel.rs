@@ -634,13 +634,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     pub fn on_completion(&mut self, c: &Completion) {
         if c.status != WcStatus::Success {
             if self.is_connected() {
-                let code = match c.status {
-                    WcStatus::RemoteAccessError
-                    | WcStatus::RemoteInvalidRequest
-                    | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
-                    _ => event::RETRY_EXCEEDED,
-                };
-                self.fail(code);
+                self.fail(failure_code(c.status));
             }
             return;
         }
@@ -777,6 +771,17 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
 }
 
 /// A 32-bit mixer for PSN seeds (not cryptographic: PSNs only need to differ per connection).
+/// The ORSP error (STATUS, EVENT) a failed send completion ends a connection with: 0x9002 for
+/// the peer's fatal NAKs, 0x9001 for retries exhausted and everything else.
+pub fn failure_code(s: WcStatus) -> u16 {
+    match s {
+        WcStatus::RemoteAccessError
+        | WcStatus::RemoteInvalidRequest
+        | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
+        _ => event::RETRY_EXCEEDED,
+    }
+}
+
 const fn mix(mut x: u32) -> u32 {
     x ^= x >> 16;
     x = x.wrapping_mul(0x7feb_352d);

@@ -204,15 +204,6 @@ impl TxPacket {
         self.len() - ip - crate::wire::udp::HEADER_LEN
     }
 
-    /// The IB headers (BTH and extensions): the header after IP and UDP.
-    pub fn ib_header(&self) -> &[u8] {
-        let ip = match self.header.first().map(|b| b >> 4) {
-            Some(6) => 40,
-            _ => 20,
-        };
-        &self.header()[ip + crate::wire::udp::HEADER_LEN..]
-    }
-
     /// Give an IPv4 packet another IPv4 identification: the header checksum and the ICRC
     /// (which covers the identification) are recomputed over `payload`, the packet's payload
     /// bytes. UDP segmentation offload numbers the segments of one send 0, 1, 2, ...; a packet
