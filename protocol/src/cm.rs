@@ -4,7 +4,7 @@
 //! (`include/rdma/ibta_vol1_c12.h`).
 //!
 //! [`CmListener`] answers REQ with REP (or REJ), moves to connected on RTU, resends REP on a
-//! duplicate REQ, and tears down on DREQ. The transport sends and receives the MADs.
+//! duplicate REQ, holds a REP resend back when the host sends MRA, and tears down on DREQ. The transport sends and receives the MADs.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -437,6 +437,9 @@ pub fn comm_ids(d: &[u8]) -> Result<(u32, u32)> {
     Ok((u32_at(d, 0), u32_at(d, 4)))
 }
 
+/// MRA "Message MRAed" value for a REP (Table 107: 0 REQ, 1 REP, 2 LAP).
+const MRAED_REP: u8 = 1;
+
 /// What the listener is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListenerConfig {
@@ -692,6 +695,31 @@ impl CmListener {
                     let _ = emit_drep(out, h.tid, local, remote);
                     self.conn = Conn::Idle;
                     (CmEvent::Disconnected, true)
+                }
+                _ => (CmEvent::None, false),
+            },
+            // "give me more time" for our REP (Message MRAed = 1): the REP waits that much
+            // longer (Service Timeout: 4.096 µs · 2^t) before it is resent
+            attr::MRA => match (self.conn, comm_ids(d)) {
+                (
+                    Conn::RepSent {
+                        tid,
+                        local,
+                        remote,
+                        tries,
+                        ..
+                    },
+                    Ok((their, ours)),
+                ) if their == remote && ours == local && d[8] >> 6 == MRAED_REP => {
+                    let extra = core::time::Duration::from_nanos(4096u64 << (d[9] >> 3));
+                    self.conn = Conn::RepSent {
+                        tid,
+                        local,
+                        remote,
+                        since: now + extra,
+                        tries,
+                    };
+                    (CmEvent::None, false)
                 }
                 _ => (CmEvent::None, false),
             },

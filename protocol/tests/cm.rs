@@ -230,6 +230,50 @@ fn rep_is_resent_until_rtu_or_give_up() {
     assert!(t > Instant::from_millis(60_000));
 }
 
+#[test]
+fn an_mra_for_the_rep_holds_its_resend_back_by_the_service_timeout() {
+    let mut l = listener();
+    let (_, rep) = handle(&mut l, 0, &req_mad());
+    let rep = rep.unwrap();
+    // REP body: Local Comm ID at 0 (ours), Remote Comm ID at 4 (the host's)
+    let ours = u32::from_be_bytes(rep[24..28].try_into().unwrap());
+    let theirs = u32::from_be_bytes(rep[28..32].try_into().unwrap());
+    let first = l.poll_timeout().unwrap();
+    // MRA (IBTA Table 107): Local Comm ID (the host's), Remote Comm ID (ours), byte 8 bits 7:6
+    // Message MRAed = 1 (REP), byte 9 bits 7:3 Service Timeout = 22 (4.096 us * 2^22 = 17.2 s)
+    let mra = |from: u32, to: u32| {
+        let mut m = msg(0x0011, 0x77, (from, to));
+        m[24 + 8] = 1 << 6;
+        m[24 + 9] = 22 << 3;
+        m
+    };
+    // one naming another connection changes nothing
+    assert_eq!(
+        handle(&mut l, 1000, &mra(theirs ^ 1, ours)),
+        (CmEvent::None, None)
+    );
+    assert_eq!(l.poll_timeout(), Some(first));
+    // ours: no reply, and the REP waits the service timeout longer
+    assert_eq!(
+        handle(&mut l, 1000, &mra(theirs, ours)),
+        (CmEvent::None, None)
+    );
+    let later = l.poll_timeout().unwrap();
+    assert_eq!(
+        later,
+        Instant::from_millis(1000)
+            + core::time::Duration::from_nanos(4096 << 22)
+            + (first - Instant::ZERO)
+    );
+    let mut out = [0u8; 256];
+    assert!(
+        !l.handle_timeout(first, &mut out),
+        "not resent at the old deadline"
+    );
+    assert!(l.handle_timeout(later, &mut out), "resent at the new one");
+    assert_eq!(out, rep);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
