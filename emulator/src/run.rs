@@ -7,6 +7,7 @@
 
 use std::io::{ErrorKind, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
@@ -338,10 +339,19 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
                 .unwrap_or(Duration::from_millis(1))
                 .min(Duration::from_micros(500));
-            // Sleep, never spin: a spinning camera starves the host's receive thread on a small
-            // machine. Sleeps are coarse (~60 µs); the pacer's 64 KiB burst allowance absorbs it.
+            // Block on the sockets until a packet (an ACK, a command) arrives or a timer is
+            // due; never spin (a spinning camera starves the host's receive thread on a small
+            // machine), and never sleep blind (an ACK would wait out the whole sleep). The verbs
+            // transport's completions have no descriptor here and wait out the timeout.
             if !wait.is_zero() {
-                std::thread::sleep(wait);
+                let mut fds = vec![control.as_fd(), discovery.as_fd()];
+                if let Some(r) = roce.as_ref() {
+                    fds.push(r.as_fd());
+                }
+                if let Err(e) = rdmacam_hil::net::wait_readable(&fds, wait) {
+                    warn!("poll failed: {e}");
+                    std::thread::sleep(wait);
+                }
             }
         }
     }

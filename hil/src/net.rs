@@ -7,7 +7,7 @@
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant as StdInstant};
 
 use rand::{Rng, SeedableRng};
@@ -78,6 +78,23 @@ pub fn monotonic_ns() -> u64 {
     // SAFETY: a valid timespec out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Block until one of `fds` has something to read or `timeout` passes; true if one has.
+/// `ppoll`, so the timeout has microsecond resolution: an idle loop that waits here wakes
+/// when an ACK or a command arrives, where a fixed sleep would add its whole length (and a
+/// timer slack that is far coarser in a VM) to every round trip.
+pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> std::io::Result<bool> {
+    use nix::poll::{PollFd, PollFlags, ppoll};
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    match ppoll(&mut polled, Some(timeout.into()), None) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Most segments in one UDP segmentation offload send (the kernel's `UDP_MAX_SEGMENTS`).
@@ -180,6 +197,13 @@ fn pmtudisc_do(s: &UdpSocket, v6: bool) -> std::io::Result<()> {
 fn no_check6_rx(s: &UdpSocket) -> std::io::Result<()> {
     const UDP_NO_CHECK6_RX: libc::c_int = 102;
     set_int(s, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
+}
+
+/// The receiving socket, for [`wait_readable`].
+impl AsFd for RoceSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
 }
 
 impl RoceSocket {
@@ -669,6 +693,20 @@ fn reconstruct(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wait_readable_wakes_for_a_datagram_and_times_out_without_one() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fds = [other.as_fd(), rx.as_fd()];
+        assert!(!wait_readable(&fds, Duration::from_micros(200)).unwrap());
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"ack", rx.local_addr().unwrap()).unwrap();
+        // a long timeout: the datagram, not the clock, ends the wait
+        assert!(wait_readable(&fds, Duration::from_secs(30)).unwrap());
+        let mut b = [0u8; 8];
+        assert_eq!(rx.recv(&mut b).unwrap(), 3);
+    }
 
     #[test]
     fn the_orsp_dscp_byte_reaches_the_sending_socket() {

@@ -234,10 +234,14 @@ impl Plane {
         Ok(())
     }
 
-    /// Nothing to do: sleep a little (soft), or until a solicited completion (verbs).
+    /// Nothing to do: wait for the next datagram (soft, at most 1 ms, so timers and the
+    /// heartbeat run), or until a solicited completion (verbs).
     fn wait(&mut self) -> Result<()> {
         match self {
-            Plane::Soft(_) => std::thread::sleep(Duration::from_micros(50)),
+            Plane::Soft(p) => {
+                use std::os::fd::AsFd;
+                crate::net::wait_readable(&[p.roce.as_fd()], Duration::from_millis(1))?;
+            }
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => {
                 v.wait(Duration::from_millis(5))?;
