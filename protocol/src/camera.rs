@@ -145,6 +145,8 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     host_ip: Option<IpAddr>,
     frames: M,
     free_frames: Vec<u32, MAX_SLOTS>,
+    /// The frame each slot of `frames` holds, so the next one there is a refresh.
+    held: [Option<Frame>; MAX_SLOTS],
     recv_bufs: [[u8; DEV_RECV_SIZE as usize]; DEV_RECV_DEPTH as usize],
     backlog: Deque<WorkRequest, 128>,
     cm_out: Deque<([u8; MAD_PACKET], usize), 4>,
@@ -189,6 +191,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             host_ip: None,
             frames,
             free_frames,
+            held: [None; MAX_SLOTS],
             recv_bufs: [[0; DEV_RECV_SIZE as usize]; DEV_RECV_DEPTH as usize],
             backlog: Deque::new(),
             cm_out: Deque::new(),
@@ -561,7 +564,12 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         if let Some((frame, slot)) = self.next_frame(now) {
             match self.frames.frame_mut(slot, frame.size()) {
                 Some(buf) => {
-                    self.source.read(&frame, 0, buf);
+                    let held = &mut self.held[slot as usize];
+                    match held {
+                        Some(h) if h.size() == buf.len() => self.source.refresh(h, &frame, buf),
+                        _ => self.source.read(&frame, 0, buf),
+                    }
+                    *held = Some(frame);
                     self.offer_frame(&frame, slot);
                 }
                 None => self.counters.frames_too_large += 1,
