@@ -179,14 +179,17 @@ pub struct TxPacket {
 
 impl TxPacket {
     /// IP, UDP and InfiniBand headers.
+    #[inline]
     pub fn header(&self) -> &[u8] {
         &self.header[..usize::from(self.header_len)]
     }
     /// Pad and ICRC.
+    #[inline]
     pub fn trailer(&self) -> &[u8] {
         &self.trailer[..usize::from(self.trailer_len)]
     }
     /// Whole IP packet length.
+    #[inline]
     pub fn len(&self) -> usize {
         usize::from(self.header_len) + self.payload_len as usize + usize::from(self.trailer_len)
     }

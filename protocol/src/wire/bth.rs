@@ -175,6 +175,7 @@ impl BthRepr {
     }
 
     /// Write the 12 bytes at the start of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         if buf.len() < HEADER_LEN {
             return Err(Error::Truncated);

@@ -38,6 +38,7 @@ impl core::fmt::Debug for Icrc {
 }
 
 /// Set the fields of an IPv4 header that the ICRC masks: TOS, TTL, header checksum.
+#[inline]
 pub fn mask_ipv4(hdr: &mut [u8]) {
     hdr[1] = 0xff;
     hdr[8] = 0xff;
@@ -47,6 +48,7 @@ pub fn mask_ipv4(hdr: &mut [u8]) {
 
 /// Set the fields of an IPv6 header (or GRH) that the ICRC masks: traffic class, flow label,
 /// hop limit.
+#[inline]
 pub fn mask_ipv6(hdr: &mut [u8]) {
     hdr[0] |= 0x0f;
     hdr[1] = 0xff;
@@ -56,18 +58,21 @@ pub fn mask_ipv6(hdr: &mut [u8]) {
 }
 
 /// Set the UDP checksum to all-ones, as the ICRC masks it.
+#[inline]
 pub fn mask_udp(hdr: &mut [u8]) {
     hdr[6] = 0xff;
     hdr[7] = 0xff;
 }
 
 /// Set BTH byte 4 (FECN, BECN, resv6a) to all-ones, as the ICRC masks it.
+#[inline]
 pub fn mask_bth(hdr: &mut [u8]) {
     hdr[4] = 0xff;
 }
 
 impl Icrc {
     /// Start an ICRC: the 8-byte LRH stand-in is already in.
+    #[inline]
     pub fn new() -> Self {
         Icrc {
             hasher: crc32fast::Hasher::new_with_initial(LRH_STANDIN_CRC),
@@ -76,6 +81,7 @@ impl Icrc {
 
     /// Start the ICRC of a RoCEv2 packet over IPv4 from its IP header (20 bytes, or more with
     /// options), UDP header and BTH, masking the variant fields in a stack copy.
+    #[inline]
     pub fn rocev2_ipv4(ip: &[u8], udp_hdr: &[u8], bth_hdr: &[u8]) -> Result<Self> {
         if ip.len() < 20 || ip.len() > MAX_IPV4_HEADER {
             return Err(Error::BadLength);
@@ -114,6 +120,7 @@ impl Icrc {
         Ok(c)
     }
 
+    #[inline]
     fn masked_copy(
         scratch: &mut [u8],
         ip: &[u8],
@@ -136,16 +143,19 @@ impl Icrc {
     }
 
     /// Feed bytes that the ICRC covers as they are: extension headers, payload, pad.
+    #[inline]
     pub fn update(&mut self, bytes: &[u8]) {
         self.hasher.update(bytes);
     }
 
     /// Feed `n` (0..=3) zero pad bytes.
+    #[inline]
     pub fn pad(&mut self, n: usize) {
         self.hasher.update(&[0u8; 3][..n.min(3)]);
     }
 
     /// The ICRC value; on the wire it is `value.to_le_bytes()`.
+    #[inline]
     pub fn finish(self) -> u32 {
         self.hasher.finalize()
     }

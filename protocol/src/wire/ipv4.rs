@@ -31,6 +31,7 @@ const FLAG_MF: u16 = 0x2000;
 const FRAG_OFFSET_MASK: u16 = 0x1fff;
 
 /// The Internet checksum (RFC 1071) of `data`, as it goes into the header field.
+#[inline]
 pub fn checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     let mut chunks = data.chunks_exact(2);
@@ -230,6 +231,7 @@ impl Ipv4Repr {
     }
 
     /// Write the 20-byte header, checksum included, at the start of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         let total = HEADER_LEN + self.payload_len;
         if buf.len() < HEADER_LEN {

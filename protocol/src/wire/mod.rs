@@ -84,6 +84,7 @@ pub(crate) mod field {
         v.copy_from_slice(&b[at..at + 8]);
         u64::from_be_bytes(v)
     }
+    #[inline]
     pub fn put_u16(b: &mut [u8], at: usize, v: u16) {
         b[at..at + 2].copy_from_slice(&v.to_be_bytes());
     }

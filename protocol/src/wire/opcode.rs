@@ -110,6 +110,17 @@ impl ExtHeaders {
     }
 }
 
+/// [`Opcode::info`] for all 256 opcodes.
+static OPCODE_INFO: [Option<OpcodeInfo>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = Opcode(i as u8).compute_info();
+        i += 1;
+    }
+    t
+};
+
 /// Everything the crate knows about a known opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpcodeInfo {
@@ -170,8 +181,15 @@ impl Opcode {
     /// RoCEv2 congestion notification packet.
     pub const CNP: Opcode = Opcode(0x81);
 
-    /// What this opcode means, or `None` for an opcode this crate does not know.
+    /// What this opcode means, or `None` for an opcode this crate does not know. A table
+    /// lookup: every packet asks this several times (header lengths, emit, parse).
+    #[inline]
     pub const fn info(self) -> Option<OpcodeInfo> {
+        OPCODE_INFO[self.0 as usize]
+    }
+
+    /// The definition behind [`info`](Self::info), evaluated at compile time into its table.
+    const fn compute_info(self) -> Option<OpcodeInfo> {
         use Operation::*;
         use Position::*;
         let (transport, allowed_ops): (Transport, u32) = match self.0 >> 5 {
@@ -268,6 +286,7 @@ impl Opcode {
     }
 
     /// Extension headers after the BTH (none for an unknown opcode).
+    #[inline]
     pub const fn headers(self) -> ExtHeaders {
         match self.info() {
             Some(i) => i.headers,

@@ -123,6 +123,7 @@ pub const fn packet_count(len: u32, pmtu: Pmtu) -> u32 {
 
 /// The `index`-th packet of a message of `kind` and `len` bytes at `pmtu`, on an RC QP
 /// (`uc = false`) or a UC QP (`uc = true`). `index` must be below [`packet_count`].
+#[inline]
 pub const fn segment(kind: MessageKind, len: u32, pmtu: Pmtu, index: u32, uc: bool) -> Segment {
     let n = packet_count(len, pmtu);
     let p = pmtu.bytes();

@@ -35,6 +35,7 @@ impl RethRepr {
         HEADER_LEN
     }
     /// Write at the start of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         if buf.len() < HEADER_LEN {
             return Err(Error::Truncated);

@@ -40,6 +40,7 @@ pub const fn udp_source_port(local_qpn: u32, remote_qpn: u32) -> u16 {
 }
 
 /// Pad bytes that follow a payload of `len` bytes so that payload + pad is a multiple of 4.
+#[inline]
 pub const fn pad_len(len: usize) -> usize {
     len.wrapping_neg() & 3
 }
@@ -107,12 +108,14 @@ impl IbRepr {
     }
 
     /// Length of the BTH and extension headers.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         bth::HEADER_LEN + self.bth.opcode.headers().len()
     }
 
     /// Write the BTH (with `pad_count`) and extension headers at the start of `buf`. Each
     /// extension header must be present exactly when the opcode calls for it.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8], pad_count: u8) -> Result<usize> {
         let Some(info) = self.bth.opcode.info() else {
             return Err(Error::UnknownOpcode(self.bth.opcode.0));
@@ -214,6 +217,7 @@ impl IpRepr {
     }
 
     /// Length of the IP header.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         match self {
             IpRepr::V4 { .. } => ipv4::HEADER_LEN,
@@ -223,6 +227,7 @@ impl IpRepr {
 
     /// Write this IP header and a UDP header (checksum 0) for `udp_payload_len` bytes of UDP
     /// payload at the start of `buf`; returns their length.
+    #[inline]
     pub fn emit_udp_header(
         &self,
         buf: &mut [u8],
@@ -303,21 +308,25 @@ pub struct RoceV2Repr {
 
 impl RoceV2Repr {
     /// Bytes of IP, UDP and InfiniBand headers.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         self.ip.buffer_len() + udp::HEADER_LEN + self.ib.buffer_len()
     }
 
     /// Bytes of pad and ICRC after the payload.
+    #[inline]
     pub const fn trailer_len(&self) -> usize {
         pad_len(self.payload_len) + ICRC_LEN
     }
 
     /// The whole IP packet's length.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         self.header_len() + self.payload_len + self.trailer_len()
     }
 
     /// Write IP, UDP and InfiniBand headers at the start of `buf`; returns their length.
+    #[inline]
     pub fn emit_header(&self, buf: &mut [u8]) -> Result<usize> {
         let hl = self.header_len();
         if buf.len() < hl {
@@ -335,6 +344,7 @@ impl RoceV2Repr {
     /// Given the headers written by [`emit_header`](Self::emit_header) and the payload as any
     /// number of slices (streamed, not copied), write pad and ICRC into `out`; returns their
     /// length.
+    #[inline]
     pub fn emit_trailer<'a>(
         &self,
         header: &[u8],
@@ -354,7 +364,10 @@ impl RoceV2Repr {
             IpRepr::V4 { .. } => Icrc::rocev2_ipv4(ip, udp_hdr, bth_hdr)?,
             IpRepr::V6 { .. } => Icrc::rocev2_ipv6(ip, udp_hdr, bth_hdr)?,
         };
-        c.update(&ext[..hl - ip_len - udp::HEADER_LEN - bth::HEADER_LEN]);
+        let ext = &ext[..hl - ip_len - udp::HEADER_LEN - bth::HEADER_LEN];
+        if !ext.is_empty() {
+            c.update(ext);
+        }
         let mut seen = 0;
         for s in payload {
             seen += s.len();
@@ -364,7 +377,9 @@ impl RoceV2Repr {
             return Err(Error::BadLength);
         }
         let pad = pad_len(self.payload_len);
-        c.pad(pad);
+        if pad > 0 {
+            c.pad(pad);
+        }
         out[..pad].fill(0);
         out[pad..tl].copy_from_slice(&c.finish().to_le_bytes());
         Ok(tl)
@@ -478,11 +493,13 @@ pub struct RoceV1Repr {
 
 impl RoceV1Repr {
     /// Bytes of GRH and InfiniBand headers.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         ipv6::HEADER_LEN + self.ib.buffer_len()
     }
 
     /// The whole packet's length after the Ethernet header.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         self.header_len() + self.payload_len + pad_len(self.payload_len) + ICRC_LEN
     }

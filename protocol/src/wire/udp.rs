@@ -104,6 +104,7 @@ impl UdpRepr {
     }
 
     /// Write the header with checksum 0 at the start of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         if buf.len() < HEADER_LEN {
             return Err(Error::Truncated);
