@@ -509,3 +509,51 @@ fn our_req_is_the_worked_vector_byte_for_byte() {
         attr::DREP
     );
 }
+
+/// With RDMA CM the host's RTU (RoCEv2) and its AcquisitionStart (GVCP) travel on different
+/// sockets. Seen in CI: AcquisitionStart was handled first, and the channel, connected by the
+/// RTU after it, never streamed. It must stream whichever comes first.
+#[test]
+fn an_acquisition_started_before_the_rtu_streams_once_the_rtu_comes() {
+    use rdmacam_protocol::device::{Device, DeviceConfig, regs};
+    use rdmacam_protocol::orsp::State;
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    let host = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 50000);
+    let mut d = Device::new(DeviceConfig::new(
+        Ipv4Addr::new(198, 18, 0, 2),
+        [0x02, 0x52, 0, 0, 0, 2],
+        "CM1",
+    ));
+    d.orsp().set_cm_port(7471);
+    let gvcp = |d: &mut Device, t: u64, addr: u32, v: u32| {
+        let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08, 0x00, 0x01];
+        c.extend_from_slice(&addr.to_be_bytes());
+        c.extend_from_slice(&v.to_be_bytes());
+        let mut out = [0u8; 600];
+        let r = d
+            .handle_gvcp(Instant::from_millis(t), host, &c, &mut out)
+            .unwrap();
+        assert_eq!(&out[..2], &[0, 0], "GVCP write {addr:#x} = {v}");
+        r.len
+    };
+    gvcp(&mut d, 0, regs::CCP, 2);
+
+    // REQ (the one Linux sent over rxe) -> REP
+    let req = linux_req_mad();
+    let mut rep = [0u8; MAD_LEN];
+    assert!(d.handle_cm(Instant::from_millis(1), &req, &mut rep), "REP");
+    let (camera_id, host_id) = comm_ids(&rep[24..]).unwrap();
+    assert!(!d.orsp_channel().is_connected(), "connected before the RTU");
+
+    // AcquisitionStart overtakes the RTU
+    gvcp(&mut d, 2, regs::ACQUISITION_COMMAND, 1);
+    assert_ne!(d.orsp_channel().state(), State::Streaming);
+
+    let mut rtu = [0u8; MAD_LEN];
+    let tid = MadHeader::parse(&req).unwrap().tid;
+    emit_ids(&mut rtu, attr::RTU, tid, host_id, camera_id, None).unwrap();
+    let mut out = [0u8; MAD_LEN];
+    let _ = d.handle_cm(Instant::from_millis(3), &rtu, &mut out);
+    assert_eq!(d.orsp_channel().state(), State::Streaming);
+}

@@ -824,7 +824,7 @@ impl Device {
                 let was_connected = self.orsp.is_connected();
                 let r = self.orsp.write_reg(a - orsp::regs::BASE, v)?;
                 if let Some(params) = r {
-                    self.event(DeviceEvent::OrspConnect(params));
+                    self.orsp_connected(params);
                 } else if was_connected && !self.orsp.is_connected() {
                     self.event(DeviceEvent::OrspDisconnected);
                 }
@@ -1149,7 +1149,17 @@ impl Device {
                 self.orsp
                     .connect_cm(a.remote_qpn, a.recv_psn, a.send_psn, a.pmtu, a.remote_gid)
         {
-            self.event(DeviceEvent::OrspConnect(p));
+            self.orsp_connected(p);
+        }
+    }
+
+    /// The ORSP channel just connected. An acquisition already running streams at once: with
+    /// RDMA CM the host's RTU (RoCEv2) and its AcquisitionStart (GVCP) travel on different
+    /// sockets and may arrive in either order.
+    fn orsp_connected(&mut self, p: ConnectParams) {
+        self.event(DeviceEvent::OrspConnect(p));
+        if self.acquiring {
+            self.orsp.start_acquisition();
         }
     }
 
