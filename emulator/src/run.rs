@@ -158,7 +158,10 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     cfg.link_speed_mbps = opts.link_mbps;
     cfg.first_frame_mbps = opts.first_frame_mbps;
     let ports = RocePorts {
-        camera_tx: 0, // the QP's entropy port; the socket rebinds to it
+        // The socket's own ephemeral port, not the QP's entropy port: that one (0xC000 and up)
+        // lies in Linux's ephemeral range, and when another socket on the machine holds it the
+        // camera cannot send at all (seen in CI: EADDRINUSE, frames dropped).
+        camera_tx: roce.as_ref().map_or(0, |r| r.tx_port()),
 
         host_rx: opts.host_roce_port,
     };
