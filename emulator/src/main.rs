@@ -128,8 +128,9 @@ struct RunArgs {
     #[arg(long, default_value_t = 1000)]
     first_frame_mbps: u32,
     /// Send one datagram per RoCEv2 packet (copied, sendmmsg) instead of UDP segmentation
-    /// offload with gather I/O (--transport udp; for comparison, or a kernel without UDP GSO,
-    /// which is detected anyway).
+    /// offload with gather I/O (--transport udp), and one sendto per GVSP packet instead of
+    /// GSO runs of a frame's payload packets; for comparison, or a kernel without UDP GSO,
+    /// which is detected anyway.
     #[arg(long)]
     no_gso: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) to FILE as CSV;

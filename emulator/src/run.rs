@@ -220,7 +220,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     };
     let mut rx = vec![0u8; 2048];
     let mut tx = vec![0u8; 2048];
-    let mut pkt = vec![0u8; 9216];
+    let mut gvsp_bufs = vec![vec![0u8; 9216]; GSO_MAX_SEGMENTS];
+    let mut gvsp_lens = [0usize; GSO_MAX_SEGMENTS];
+    let mut gvsp_gso = opts.gso;
     let mut roce_rx = vec![0u8; 65536];
     let mut roce_tx = vec![vec![0u8; 9216]; TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
@@ -324,17 +326,54 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 let _ = writeln!(f, "{block},{}", mono_t0 + at.0);
             }
         }
-        // Stream: send what is due, a bounded batch so GVCP stays responsive.
+        // Stream: send what is due, a bounded batch so GVCP stays responsive; runs of equal-size
+        // packets to one destination leave in one UDP GSO send (a frame's payload packets).
+        let mut n = 0;
+        let mut batch_dst = None;
         for _ in 0..256 {
-            let Some(p) = cam.poll_gvsp(now(), &mut pkt) else {
+            let Some(p) = cam.poll_gvsp(now(), &mut gvsp_bufs[n][..]) else {
                 break;
             };
             busy = true;
-            if let Err(e) =
-                stream_sock.send_to(&pkt[..p.len], SocketAddrV4::new(p.dst_ip, p.dst_port))
-            {
-                warn!(dst = %p.dst_ip, port = p.dst_port, "GVSP send failed: {e}");
+            let dst = SocketAddr::V4(SocketAddrV4::new(p.dst_ip, p.dst_port));
+            let joins = n > 0
+                && batch_dst == Some(dst)
+                && gvsp_lens[n - 1] == gvsp_lens[0]
+                && p.len <= gvsp_lens[0]
+                && n < gso_segments(gvsp_lens[0]);
+            if n > 0 && !joins {
+                send_gvsp(
+                    &stream_sock,
+                    batch_dst,
+                    &gvsp_bufs,
+                    &gvsp_lens[..n],
+                    &mut gvsp_gso,
+                );
+                gvsp_bufs.swap(0, n);
+                n = 0;
             }
+            gvsp_lens[n] = p.len;
+            batch_dst = Some(dst);
+            n += 1;
+            if n == GSO_MAX_SEGMENTS {
+                send_gvsp(
+                    &stream_sock,
+                    batch_dst,
+                    &gvsp_bufs,
+                    &gvsp_lens[..n],
+                    &mut gvsp_gso,
+                );
+                n = 0;
+            }
+        }
+        if n > 0 {
+            send_gvsp(
+                &stream_sock,
+                batch_dst,
+                &gvsp_bufs,
+                &gvsp_lens[..n],
+                &mut gvsp_gso,
+            );
         }
         if !busy {
             let wait = cam
@@ -506,5 +545,25 @@ fn log_event(ev: &DeviceEvent) {
             %ip, %netmask, %gateway,
             "FORCEIP accepted in the registers; the emulator keeps its socket address (restart with --ip to move)"
         ),
+    }
+}
+
+/// GVSP packets `bufs[i][..lens[i]]` to `dst`: one UDP GSO send when they allow it.
+fn send_gvsp(
+    sock: &UdpSocket,
+    dst: Option<SocketAddr>,
+    bufs: &[Vec<u8>],
+    lens: &[usize],
+    gso: &mut bool,
+) {
+    let Some(dst) = dst else {
+        return;
+    };
+    let mut datagrams: [&[u8]; GSO_MAX_SEGMENTS] = [&[]; GSO_MAX_SEGMENTS];
+    for ((d, b), &l) in datagrams.iter_mut().zip(bufs).zip(lens) {
+        *d = &b[..l];
+    }
+    if let Err(e) = rdmacam_hil::net::send_datagrams(sock, dst, &datagrams[..lens.len()], gso) {
+        warn!(%dst, "GVSP send failed: {e}");
     }
 }

@@ -97,6 +97,99 @@ pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> std::io::Resu
     }
 }
 
+/// One `sendmsg(2)` of the bytes in `iov` to `dst` with `UDP_SEGMENT = seg`: the kernel cuts
+/// them into datagrams of `seg` bytes (the last may be shorter). Retries while the socket
+/// buffer is full.
+fn sendmsg_segmented(
+    fd: BorrowedFd<'_>,
+    dst: SocketAddr,
+    iov: &mut [libc::iovec],
+    seg: usize,
+) -> std::io::Result<()> {
+    let name: socket2::SockAddr = dst.into();
+    // one cmsg: SOL_UDP / UDP_SEGMENT with the segment size as a u16
+    #[repr(C, align(8))]
+    struct Cmsg([u8; 32]);
+    let mut control = Cmsg([0; 32]);
+    // SAFETY: an all-zero msghdr is valid; every pointer set below refers to locals or to `iov`
+    // (whose entries point at live buffers, the caller's promise) that outlive the sendmsg
+    // call, and the control buffer is large and aligned enough for one cmsghdr carrying two
+    // bytes.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_name = name.as_ptr().cast_mut().cast();
+        msg.msg_namelen = name.len();
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(2) as usize;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+        std::ptr::copy_nonoverlapping((seg as u16).to_ne_bytes().as_ptr(), libc::CMSG_DATA(c), 2);
+        loop {
+            if libc::sendmsg(fd.as_raw_fd(), &msg, 0) >= 0 {
+                return Ok(());
+            }
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                ErrorKind::WouldBlock | ErrorKind::Interrupted => std::thread::yield_now(),
+                _ if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
+                _ => return Err(e),
+            }
+        }
+    }
+}
+
+/// Datagrams to one destination through UDP segmentation offload: up to
+/// [`GSO_MAX_SEGMENTS`] per `sendmsg(2)`, all of the first one's length but the last, which
+/// may be shorter (the GVSP stream's payload packets). With `gso` false, or once the kernel
+/// refuses `UDP_SEGMENT` (it then sets `gso` false), one `sendto` per datagram.
+pub fn send_datagrams(
+    sock: &UdpSocket,
+    dst: SocketAddr,
+    datagrams: &[&[u8]],
+    gso: &mut bool,
+) -> std::io::Result<()> {
+    let Some(first) = datagrams.first() else {
+        return Ok(());
+    };
+    let seg = first.len();
+    let fits = datagrams.len() <= gso_segments(seg)
+        && datagrams[..datagrams.len() - 1]
+            .iter()
+            .all(|d| d.len() == seg)
+        && datagrams.last().is_some_and(|d| d.len() <= seg);
+    if *gso && datagrams.len() > 1 && fits {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; GSO_MAX_SEGMENTS];
+        for (v, d) in iov.iter_mut().zip(datagrams) {
+            *v = libc::iovec {
+                iov_base: d.as_ptr().cast_mut().cast(),
+                iov_len: d.len(),
+            };
+        }
+        match sendmsg_segmented(sock.as_fd(), dst, &mut iov[..datagrams.len()], seg) {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
+                ) =>
+            {
+                *gso = false; // no UDP GSO here: from now on one datagram per send
+            }
+            r => return r,
+        }
+    }
+    for d in datagrams {
+        sock.send_to(d, dst)?;
+    }
+    Ok(())
+}
+
 /// Most segments in one UDP segmentation offload send (the kernel's `UDP_MAX_SEGMENTS`).
 pub const GSO_MAX_SEGMENTS: usize = 64;
 
@@ -415,44 +508,12 @@ impl RoceSocket {
                 };
             }
         }
-        let name: socket2::SockAddr = SocketAddr::new(dst, port).into();
-        // one cmsg: SOL_UDP / UDP_SEGMENT with the segment size as a u16
-        #[repr(C, align(8))]
-        struct Cmsg([u8; 32]);
-        let mut control = Cmsg([0; 32]);
-        // SAFETY: an all-zero msghdr is valid; every pointer set below refers to locals that
-        // outlive the sendmsg call, and the control buffer is large and aligned enough for one
-        // cmsghdr carrying two bytes.
-        let r = unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_name = name.as_ptr().cast_mut().cast();
-            msg.msg_namelen = name.len();
-            msg.msg_iov = iov.as_mut_ptr();
-            msg.msg_iovlen = 3 * segs.len();
-            msg.msg_control = control.0.as_mut_ptr().cast();
-            msg.msg_controllen = libc::CMSG_SPACE(2) as usize;
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = libc::UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
-            std::ptr::copy_nonoverlapping(
-                (seg as u16).to_ne_bytes().as_ptr(),
-                libc::CMSG_DATA(c),
-                2,
-            );
-            loop {
-                let r = libc::sendmsg(self.tx.as_raw_fd(), &msg, 0);
-                if r >= 0 {
-                    break Ok(());
-                }
-                let e = std::io::Error::last_os_error();
-                match e.kind() {
-                    ErrorKind::WouldBlock | ErrorKind::Interrupted => std::thread::yield_now(),
-                    _ if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
-                    _ => break Err(e),
-                }
-            }
-        };
+        let r = sendmsg_segmented(
+            self.tx.as_fd(),
+            SocketAddr::new(dst, port),
+            &mut iov[..3 * segs.len()],
+            seg,
+        );
         match r {
             Err(e)
                 if matches!(
@@ -693,6 +754,29 @@ fn reconstruct(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gvsp_runs_go_out_as_one_gso_send_and_arrive_as_the_same_datagrams() {
+        for mut gso in [true, false] {
+            let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            // four full packets and a short last one, each filled with its index
+            let packets: Vec<Vec<u8>> = (0..5u8)
+                .map(|i| vec![i; if i == 4 { 700 } else { 1400 }])
+                .collect();
+            let refs: Vec<&[u8]> = packets.iter().map(Vec::as_slice).collect();
+            let wanted = gso;
+            send_datagrams(&tx, rx.local_addr().unwrap(), &refs, &mut gso).unwrap();
+            // Linux has had UDP_SEGMENT since 4.18: the GSO path must have been taken
+            assert_eq!(gso, wanted);
+            let mut b = [0u8; 2048];
+            for p in &packets {
+                let n = rx.recv(&mut b).unwrap();
+                assert_eq!(&b[..n], &p[..], "gso {gso}");
+            }
+        }
+    }
 
     #[test]
     fn wait_readable_wakes_for_a_datagram_and_times_out_without_one() {
