@@ -72,6 +72,8 @@ impl VerbsLink {
             "verbs transport: RC QP ready for a host"
         );
         cam.device().orsp().set_device_qpn(qp.qpn());
+        // hosts read the largest path MTU from ORSP_CAPS: the port's, not the protocol's 4096
+        cam.device().orsp().set_max_pmtu(qp.active_mtu());
         Ok(VerbsLink {
             device: device.map(str::to_owned),
             local_ip,

@@ -104,6 +104,19 @@ wait_port "" 3956
 before=$(snap)
 verbs_host 198.18.0.3 s2-host.out --frames "$FRAMES"
 json=$(host_json "$OUT/s2-host.out")
+d=$(delta "$before")
+# a failed work completion on the camera's QP: the host destroys its QP after 20 frames, rxe's
+# retries for the camera run out (IBV_WC_RETRY_EXC_ERR, logged by name), the camera reports
+# 0x9001 and goes idle, and a new host streams again from a fresh QP
+verbs_host 198.18.0.3 s2-host-qp-destroyed.out --frames 100000 --destroy-qp-after 20
+rc_wc=$?
+wc_failed=0
+[[ $rc_wc == 2 ]] && grep -q "OrspStatus error 0x9001 (retries exhausted)" "$OUT/s2-host-qp-destroyed.out.err" \
+  && grep -q "IBV_WC_RETRY_EXC_ERR" "$OUT/s2-camera.log" && wc_failed=1
+grep -E "verbs send failed" "$OUT/s2-camera.log" | sed 's/\x1b\[[0-9;]*m//g; s/^/camera: /' | tail -1
+verbs_host 198.18.0.3 s2-host-after.out --frames 20
+after_ok=0
+[[ $(field "$(host_json "$OUT/s2-host-after.out")" frames_received) -ge 20 ]] && after_ok=1
 stop "$cam"
 # the verbs transport's errors name what is missing
 errs=0
@@ -122,8 +135,29 @@ expect_err "port down" "port 1 of rxe0 is" \
     "$CAM" run --ip 198.18.0.3 --gvcp-port 3960 --transport verbs --device rxe0 --duration 1
 ip link set veth0 up
 sleep 1
-ok=0; good "$json" && grep -q "verbs QP connected" "$OUT/s2-camera.log" && [[ $errs == 3 ]] && ok=1
-report 2 verbs-camera-to-verbs-host $ok "$json" "clear_errors=$errs/3 rxe: $(delta "$before")"
+# a link with a smaller MTU: veth0 at 1500 bytes gives rxe0 an active MTU of 1024. The verbs
+# camera advertises that in ORSP_CAPS, refuses a path MTU of 4096 written through aravis'
+# arv-tool (a GigE Vision host no one here wrote) with a clear GVCP error, and streams at 1024
+# to the reference host, which asks for what both sides take.
+ip link set veth0 mtu 1500
+sleep 0.5
+"$CAM" run --ip 198.18.0.3 --transport verbs --device rxe0 --width $W --height $H \
+    --fps "$FPS" >"$OUT/s2-mtu-camera.log" 2>&1 &
+cam=$!
+wait_port "" 3956
+mtu_err=$(timeout 20 arv-tool-0.8 -a 198.18.0.3 control OrspPathMtu=5 2>&1 | tail -1)
+echo "arv-tool, path MTU 4096 on a 1024 port: $mtu_err"
+verbs_host 198.18.0.3 s2-mtu-host.out --frames 20
+mtu_ok=0
+grep -q "invalid-parameter" <<<"$mtu_err" && grep -q "path MTU 1024" "$OUT/s2-mtu-host.out.err" \
+  && [[ $(field "$(host_json "$OUT/s2-mtu-host.out")" frames_received) -ge 20 ]] && mtu_ok=1
+stop "$cam"
+ip link set veth0 mtu 9000
+sleep 0.5
+ok=0
+good "$json" && grep -q "verbs QP connected" "$OUT/s2-camera.log" \
+  && [[ $errs == 3 && $wc_failed == 1 && $after_ok == 1 && $mtu_ok == 1 ]] && ok=1
+report 2 verbs-camera-to-verbs-host $ok "$json" "clear_errors=$errs/3 wc_error_named=$wc_failed new_host_after=$after_ok mtu_1024_refused_4096=$mtu_ok rxe: $d"
 [[ $ok == 1 ]] || { tail -3 "$OUT/s2-host.out.err"; tail -5 "$OUT/s2-camera.log"; }
 
 # --- 3. scenario 1 through netem: loss, reordering and duplication both ways

@@ -419,6 +419,14 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.device_qpn = qpn & 0x00ff_ffff;
     }
 
+    /// Lower the largest path MTU the camera takes (ORSP_CAPS bits 11..8, and the limit of a
+    /// PATH_MTU write) to what its link carries, such as a verbs port's active MTU, so a host
+    /// asking for more gets INVALID_PARAMETER at once instead of a QP that cannot connect.
+    pub fn set_max_pmtu(&mut self, pmtu: Pmtu) {
+        self.max_pmtu = pmtu as u32;
+        self.path_mtu = self.path_mtu.min(self.max_pmtu);
+    }
+
     /// Set the CM listener port (the CM_PORT register's power-on value).
     pub fn set_cm_port(&mut self, port: u16) {
         self.cm_port = u32::from(port);
@@ -1012,6 +1020,24 @@ mod tests {
             DeviceMessage::Released { count: 1 }
         ));
         assert_eq!(c.queued_buffers(), 0);
+    }
+
+    #[test]
+    fn a_link_with_a_smaller_mtu_lowers_caps_and_refuses_a_larger_path_mtu() {
+        let mut c = OrspChannel::<8>::new(0x11, 7, Pmtu::Mtu4096);
+        c.set_max_pmtu(Pmtu::Mtu1024);
+        let caps = c.read_reg(regs::ORSP_CAPS, &[0; 5]).unwrap();
+        assert_eq!((caps >> 8) & 0xf, Pmtu::Mtu1024 as u32);
+        assert_eq!(
+            c.read_reg(regs::PATH_MTU, &[0; 5]),
+            Some(Pmtu::Mtu1024 as u32)
+        );
+        c.write_reg(regs::HOST_QPN, 0x22).unwrap();
+        assert_eq!(
+            c.write_reg(regs::PATH_MTU, Pmtu::Mtu4096 as u32),
+            Err(status::INVALID_PARAMETER)
+        );
+        assert_eq!(c.write_reg(regs::PATH_MTU, Pmtu::Mtu512 as u32), Ok(None));
     }
 
     #[test]
