@@ -220,9 +220,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     };
     let mut rx = vec![0u8; 2048];
     let mut tx = vec![0u8; 2048];
-    let mut gvsp_bufs = vec![vec![0u8; 9216]; GSO_MAX_SEGMENTS];
-    let mut gvsp_lens = [0usize; GSO_MAX_SEGMENTS];
-    let mut gvsp_gso = opts.gso;
+    let mut gvsp = GvspBatch::new(opts.gso);
     let mut roce_rx = vec![0u8; 65536];
     let mut roce_tx = vec![vec![0u8; 9216]; TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
@@ -328,53 +326,14 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         }
         // Stream: send what is due, a bounded batch so GVCP stays responsive; runs of equal-size
         // packets to one destination leave in one UDP GSO send (a frame's payload packets).
-        let mut n = 0;
-        let mut batch_dst = None;
         for _ in 0..256 {
-            let Some(p) = cam.poll_gvsp(now(), &mut gvsp_bufs[n][..]) else {
+            let Some(p) = cam.poll_gvsp(now(), gvsp.slot()) else {
                 break;
             };
             busy = true;
-            let dst = SocketAddr::V4(SocketAddrV4::new(p.dst_ip, p.dst_port));
-            let joins = n > 0
-                && batch_dst == Some(dst)
-                && gvsp_lens[n - 1] == gvsp_lens[0]
-                && p.len <= gvsp_lens[0]
-                && n < gso_segments(gvsp_lens[0]);
-            if n > 0 && !joins {
-                send_gvsp(
-                    &stream_sock,
-                    batch_dst,
-                    &gvsp_bufs,
-                    &gvsp_lens[..n],
-                    &mut gvsp_gso,
-                );
-                gvsp_bufs.swap(0, n);
-                n = 0;
-            }
-            gvsp_lens[n] = p.len;
-            batch_dst = Some(dst);
-            n += 1;
-            if n == GSO_MAX_SEGMENTS {
-                send_gvsp(
-                    &stream_sock,
-                    batch_dst,
-                    &gvsp_bufs,
-                    &gvsp_lens[..n],
-                    &mut gvsp_gso,
-                );
-                n = 0;
-            }
+            gvsp.push(&stream_sock, p.len, SocketAddrV4::new(p.dst_ip, p.dst_port));
         }
-        if n > 0 {
-            send_gvsp(
-                &stream_sock,
-                batch_dst,
-                &gvsp_bufs,
-                &gvsp_lens[..n],
-                &mut gvsp_gso,
-            );
-        }
+        gvsp.flush(&stream_sock);
         if !busy {
             let wait = cam
                 .poll_timeout()
@@ -548,22 +507,73 @@ fn log_event(ev: &DeviceEvent) {
     }
 }
 
-/// GVSP packets `bufs[i][..lens[i]]` to `dst`: one UDP GSO send when they allow it.
-fn send_gvsp(
-    sock: &UdpSocket,
-    dst: Option<SocketAddr>,
-    bufs: &[Vec<u8>],
-    lens: &[usize],
-    gso: &mut bool,
-) {
-    let Some(dst) = dst else {
-        return;
-    };
-    let mut datagrams: [&[u8]; GSO_MAX_SEGMENTS] = [&[]; GSO_MAX_SEGMENTS];
-    for ((d, b), &l) in datagrams.iter_mut().zip(bufs).zip(lens) {
-        *d = &b[..l];
+/// GVSP packets waiting to leave together: equal-size packets to one destination (the last may
+/// be shorter) go out in one UDP GSO send.
+struct GvspBatch {
+    bufs: Vec<Vec<u8>>,
+    lens: [usize; GSO_MAX_SEGMENTS],
+    n: usize,
+    dst: Option<SocketAddrV4>,
+    gso: bool,
+}
+
+impl GvspBatch {
+    fn new(gso: bool) -> Self {
+        GvspBatch {
+            bufs: vec![vec![0u8; 9216]; GSO_MAX_SEGMENTS],
+            lens: [0; GSO_MAX_SEGMENTS],
+            n: 0,
+            dst: None,
+            gso,
+        }
     }
-    if let Err(e) = rdmacam_hil::net::send_datagrams(sock, dst, &datagrams[..lens.len()], gso) {
-        warn!(%dst, "GVSP send failed: {e}");
+
+    /// Where the next packet is written.
+    fn slot(&mut self) -> &mut [u8] {
+        &mut self.bufs[self.n]
+    }
+
+    /// Take the packet of `len` bytes just written into [`slot`](Self::slot); what it cannot
+    /// join goes out first.
+    fn push(&mut self, sock: &UdpSocket, len: usize, dst: SocketAddrV4) {
+        let n = self.n;
+        let joins = n > 0
+            && self.dst == Some(dst)
+            && self.lens[n - 1] == self.lens[0]
+            && len <= self.lens[0]
+            && n < gso_segments(self.lens[0]);
+        if n > 0 && !joins {
+            self.flush(sock);
+            self.bufs.swap(0, n);
+        }
+        self.lens[self.n] = len;
+        self.dst = Some(dst);
+        self.n += 1;
+        if self.n == GSO_MAX_SEGMENTS {
+            self.flush(sock);
+        }
+    }
+
+    /// Send what is waiting.
+    fn flush(&mut self, sock: &UdpSocket) {
+        let (n, Some(dst)) = (self.n, self.dst) else {
+            return;
+        };
+        self.n = 0;
+        if n == 0 {
+            return;
+        }
+        let mut datagrams: [&[u8]; GSO_MAX_SEGMENTS] = [&[]; GSO_MAX_SEGMENTS];
+        for ((d, b), &l) in datagrams.iter_mut().zip(&self.bufs).zip(&self.lens[..n]) {
+            *d = &b[..l];
+        }
+        if let Err(e) = rdmacam_hil::net::send_datagrams(
+            sock,
+            SocketAddr::V4(dst),
+            &datagrams[..n],
+            &mut self.gso,
+        ) {
+            warn!(%dst, "GVSP send failed: {e}");
+        }
     }
 }
