@@ -345,11 +345,12 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             // machine), and never sleep blind (an ACK would wait out the whole sleep). The verbs
             // transport's completions have no descriptor here and wait out the timeout.
             if !wait.is_zero() {
-                let mut fds = vec![control.as_fd(), discovery.as_fd()];
-                if let Some(r) = roce.as_ref() {
-                    fds.push(r.as_fd());
-                }
-                if let Err(e) = rdmacam_hil::net::wait_readable(&fds, wait) {
+                let (c, d) = (control.as_fd(), discovery.as_fd());
+                let r = match roce.as_ref() {
+                    Some(r) => rdmacam_hil::net::wait_readable([c, d, r.as_fd()], wait),
+                    None => rdmacam_hil::net::wait_readable([c, d], wait),
+                };
+                if let Err(e) = r {
                     warn!("poll failed: {e}");
                     std::thread::sleep(wait);
                 }

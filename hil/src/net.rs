@@ -84,12 +84,13 @@ pub fn monotonic_ns() -> u64 {
 /// `ppoll`, so the timeout has microsecond resolution: an idle loop that waits here wakes
 /// when an ACK or a command arrives, where a fixed sleep would add its whole length (and a
 /// timer slack that is far coarser in a VM) to every round trip.
-pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> std::io::Result<bool> {
+pub fn wait_readable<const N: usize>(
+    fds: [BorrowedFd<'_>; N],
+    timeout: Duration,
+) -> std::io::Result<bool> {
     use nix::poll::{PollFd, PollFlags, ppoll};
-    let mut polled: Vec<PollFd<'_>> = fds
-        .iter()
-        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
-        .collect();
+    // an array, not a Vec: this runs every time a loop goes idle
+    let mut polled = fds.map(|fd| PollFd::new(fd, PollFlags::POLLIN));
     match ppoll(&mut polled, Some(timeout.into()), None) {
         Ok(n) => Ok(n > 0),
         Err(nix::errno::Errno::EINTR) => Ok(false),
@@ -395,22 +396,12 @@ impl RoceSocket {
         if !self.local.is_ipv6() {
             return socket2::SockRef::from(&self.tx).set_tos(u32::from(tos));
         }
-        let v = libc::c_int::from(tos);
-        // SAFETY: a valid socket and a c_int option value of the size we pass.
-        let rc = unsafe {
-            libc::setsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&self.tx),
-                libc::IPPROTO_IPV6,
-                libc::IPV6_TCLASS,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        set_int(
+            &self.tx,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_TCLASS,
+            libc::c_int::from(tos),
+        )
     }
 
     /// Send a whole RoCEv2 IP packet: the kernel writes the IP and UDP headers again, with the
@@ -783,11 +774,11 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
         let fds = [other.as_fd(), rx.as_fd()];
-        assert!(!wait_readable(&fds, Duration::from_micros(200)).unwrap());
+        assert!(!wait_readable(fds, Duration::from_micros(200)).unwrap());
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.send_to(b"ack", rx.local_addr().unwrap()).unwrap();
         // a long timeout: the datagram, not the clock, ends the wait
-        assert!(wait_readable(&fds, Duration::from_secs(30)).unwrap());
+        assert!(wait_readable(fds, Duration::from_secs(30)).unwrap());
         let mut b = [0u8; 8];
         assert_eq!(rx.recv(&mut b).unwrap(), 3);
     }

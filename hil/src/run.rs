@@ -240,7 +240,7 @@ impl Plane {
         match self {
             Plane::Soft(p) => {
                 use std::os::fd::AsFd;
-                crate::net::wait_readable(&[p.roce.as_fd()], Duration::from_millis(1))?;
+                crate::net::wait_readable([p.roce.as_fd()], Duration::from_millis(1))?;
             }
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => {
