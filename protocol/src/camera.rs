@@ -113,6 +113,13 @@ struct Payloads<'a, M: FrameMemory> {
 
 impl<M: FrameMemory> PayloadSource for Payloads<'_, M> {
     fn payload(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        self.get(handle, offset, len)
+    }
+}
+
+impl<'a, M: FrameMemory> Payloads<'a, M> {
+    /// The bytes at `offset..offset + len` of `handle`, borrowed from the memory itself.
+    fn get(&self, handle: u32, offset: u64, len: usize) -> Option<&'a [u8]> {
         if handle >= MSG_HANDLE_BASE {
             self.orsp.message(handle, offset, len)
         } else if (handle as usize) < self.frames.slots() {
@@ -623,14 +630,9 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
 
     /// The payload bytes of a packet [`poll_packet`](Self::poll_packet) returned.
     pub fn payload(&self, p: &TxPacket) -> &[u8] {
-        let (h, len) = (p.payload.handle, p.payload_len as usize);
-        let bytes = if h >= MSG_HANDLE_BASE {
-            self.device.orsp_channel().message(h, p.payload.offset, len)
-        } else {
-            let start = p.payload.offset as usize;
-            self.frames.frame(h).get(start..start + len)
-        };
-        bytes.expect("a packet's payload stays in memory until its work request completes")
+        self.payloads()
+            .get(p.payload.handle, p.payload.offset, p.payload_len as usize)
+            .expect("a packet's payload stays in memory until its work request completes")
     }
 
     /// When the camera next needs [`handle_timeout`](Self::handle_timeout) or
