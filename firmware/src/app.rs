@@ -80,6 +80,29 @@ fn v4(a: IpAddress) -> Option<Ipv4Addr> {
     }
 }
 
+/// The camera's IPv4 address: a static one at once, else a DHCP lease, else (after
+/// `dhcp_wait_s` seconds without one) the link-local 169.254.x.y/16 that GigE Vision devices
+/// fall back to, derived from the last two bytes of `mac`.
+pub async fn address(stack: Stack<'_>, mac: [u8; 6], dhcp_wait_s: u64) -> Ipv4Addr {
+    let mut waited = 0;
+    loop {
+        if let Some(c) = stack.config_v4() {
+            return c.address.address();
+        }
+        if waited == dhcp_wait_s * 10 {
+            crate::info("no DHCP lease: falling back to a link-local address");
+            let lla = Ipv4Addr::new(169, 254, mac[4].max(1), mac[5].clamp(1, 254));
+            stack.set_config_v4(embassy_net::ConfigV4::Static(embassy_net::StaticConfigV4 {
+                address: embassy_net::Ipv4Cidr::new(lla, 16),
+                gateway: None,
+                dns_servers: Default::default(),
+            }));
+        }
+        Timer::after(embassy_time::Duration::from_millis(100)).await;
+        waited += 1;
+    }
+}
+
 /// Run the camera on `stack` forever.
 pub async fn run<S: FrameSource>(
     stack: Stack<'_>,

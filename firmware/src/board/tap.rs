@@ -9,11 +9,9 @@
 
 use clap::Parser;
 use embassy_executor::Spawner;
-use embassy_net::{Config, Ipv4Address, Ipv4Cidr, Stack, StackResources, StaticConfigV4};
+use embassy_net::{Config, Ipv4Cidr, Stack, StackResources, StaticConfigV4};
 use embassy_net_tuntap::TunTapDevice;
-use embassy_time::{Duration, Timer};
 use rdmacam_firmware::app::{self, Buffers, GVSP_PORT};
-use rdmacam_firmware::info;
 use rdmacam_firmware::protocol::device::pattern::SyntheticSource;
 use rdmacam_firmware::protocol::device::{Device, DeviceConfig};
 use rdmacam_firmware::protocol::wire::pmtu::Pmtu;
@@ -81,26 +79,7 @@ async fn net_task(mut runner: embassy_net::Runner<'static, TunTapDevice>) -> ! {
 
 #[embassy_executor::task]
 async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu) -> ! {
-    // wait for an address: the static one at once, DHCP, or link-local after the timeout
-    let mut waited = 0;
-    let ip = loop {
-        if let Some(c) = stack.config_v4() {
-            break c.address.address();
-        }
-        if waited >= args.dhcp_timeout * 10 {
-            // GigE Vision's fallback: a link-local address derived from the MAC
-            let lla = Ipv4Address::new(169, 254, mac[4].max(1), mac[5].clamp(1, 254));
-            info("no DHCP lease: falling back to a link-local address");
-            stack.set_config_v4(embassy_net::ConfigV4::Static(StaticConfigV4 {
-                address: Ipv4Cidr::new(lla, 16),
-                gateway: None,
-                dns_servers: Default::default(),
-            }));
-            continue;
-        }
-        Timer::after(Duration::from_millis(100)).await;
-        waited += 1;
-    };
+    let ip = app::address(stack, mac, args.dhcp_timeout).await;
     log::info!("camera at {ip}, RoCEv2 path MTU up to {}", pmtu.bytes());
     let mut cfg = DeviceConfig::new(ip, mac, &args.serial);
     cfg.width = args.width;

@@ -11,13 +11,12 @@
 //! DMA buffers instead.
 
 use core::cell::RefCell;
-use core::net::Ipv4Addr;
 use core::panic::PanicInfo;
 
 use arbitrary_int::u5;
 use critical_section::Mutex;
 use embassy_executor::Spawner;
-use embassy_net::{Config, Ipv4Cidr, StackResources, StaticConfigV4};
+use embassy_net::{Config, StackResources};
 use embassy_time::{Duration, Timer};
 use rdmacam_firmware::app::{self, Buffers, GVSP_PORT};
 use rdmacam_firmware::protocol::device::pattern::SyntheticSource;
@@ -39,8 +38,6 @@ use zynq7000_hal::uart::{ClockConfig as UartClock, Config as UartConfig, Uart};
 const PS_CLOCK: Hertz = Hertz::from_raw(33_333_333);
 /// Locally administered MAC of the prototype (a product takes it from its EEPROM).
 const MAC: [u8; 6] = [0x02, 0x52, 0x44, 0x4d, 0x5a, 0x01];
-/// Address used when no DHCP server answers within 5 s: a link-local address.
-const LINK_LOCAL: Ipv4Addr = Ipv4Addr::new(169, 254, 90, 1);
 /// Frame memory in DDR: three slots of up to 4 MiB (2048x2048 Mono8).
 const FRAME_MEMORY: usize = 12 << 20;
 /// The 1 MiB DDR section (see memory.x) the MMU maps uncached for DMA descriptors.
@@ -175,26 +172,8 @@ async fn link_task(mut eth: zynq7000_hal::eth::Ethernet, phy: u8) -> ! {
 
 #[embassy_executor::task]
 async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
-    // DHCP for 5 s, then a link-local address, as GigE Vision devices do
-    let mut waited = 0;
-    let ip = loop {
-        if let Some(c) = stack.config_v4() {
-            break c.address.address();
-        }
-        if waited == 50 {
-            defmt::info!("no DHCP lease: using the link-local address");
-            stack.set_config_v4(embassy_net::ConfigV4::Static(StaticConfigV4 {
-                address: Ipv4Cidr::new(LINK_LOCAL, 16),
-                gateway: None,
-                dns_servers: Default::default(),
-            }));
-        }
-        if waited % 10 == 0 {
-            defmt::debug!("waiting for an address ({} s)", waited / 10);
-        }
-        Timer::after(Duration::from_millis(100)).await;
-        waited += 1;
-    };
+    // DHCP for 5 s, then the link-local 169.254.90.1 (from the MAC), as GigE Vision devices do
+    let ip = app::address(stack, MAC, 5).await;
     defmt::info!("camera at {}", defmt::Display2Format(&ip));
     let mut cfg = DeviceConfig::new(ip, MAC, "RDMACAMZ7001");
     // a VGA image to start with; hosts can enlarge it up to the 2048x2048 sensor
