@@ -422,3 +422,67 @@ proptest! {
         let _ = d.handle_gvcp(Instant::from_millis(3), HOST_A, &c, &mut out);
     }
 }
+
+#[test]
+fn a_retried_command_gets_the_previous_ack_and_runs_once() {
+    let mut d = device();
+    assert_eq!(write(&mut d, 0, HOST_A, regs::CCP, 2), 0);
+    while d.poll_event().is_some() {}
+    let start = cmd(0x82, 0x1234, &words(&[regs::ACQUISITION_COMMAND, 1]));
+    let first = ask(&mut d, 1, HOST_A, &start).unwrap();
+    assert_eq!(first.0, 0);
+    assert_eq!(d.poll_event(), Some(DeviceEvent::AcquisitionStarted));
+    // the ACK was lost: the host sends the very same datagram again
+    let again = ask(&mut d, 2, HOST_A, &start).unwrap();
+    assert_eq!(again, first, "the same acknowledge");
+    assert_eq!(d.poll_event(), None, "not executed a second time");
+    assert_eq!(d.gvcp_counters().retries_answered, 1);
+    // the same req_id from another host is that host's own command (and it is not in control)
+    assert_eq!(ask(&mut d, 3, HOST_B, &start).unwrap().0, 0x8006);
+    // a new command, even with the old req_id but other bytes, runs
+    let stop = cmd(0x82, 0x1234, &words(&[regs::ACQUISITION_COMMAND, 0]));
+    assert_eq!(ask(&mut d, 4, HOST_A, &stop).unwrap().0, 0);
+    assert_eq!(d.poll_event(), Some(DeviceEvent::AcquisitionStopped));
+    assert!(!d.acquiring());
+}
+
+#[test]
+fn offsets_and_sizes_limit_each_other_as_the_xml_says() {
+    let mut d = device(); // 64x32 on a 2048x2048 sensor
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 2048 - 63), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 2048 - 64), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 65), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_Y, 2048 - 31), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_Y, 2048 - 32), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::HEIGHT, 33), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 0), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 2048), 0);
+    // not a PixelFormat entry, not an AcquisitionMode entry
+    assert_eq!(
+        write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, 0x0108_0008),
+        0x8002
+    );
+    assert_eq!(write(&mut d, 1, HOST_A, regs::ACQUISITION_MODE, 3), 0x8002);
+    // read-only camera registers refuse writes
+    assert_eq!(write(&mut d, 1, HOST_A, regs::SENSOR_WIDTH, 16), 0x8004);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PAYLOAD_SIZE, 16), 0x8004);
+}
+
+#[test]
+fn every_register_the_feature_table_names_reads_and_read_only_ones_refuse_writes() {
+    use rdmacam_protocol::device::features::{Access, FEATURES};
+    let mut d = device();
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    for f in FEATURES {
+        let Some(r) = f.reg() else { continue };
+        let base = r.addr & !3;
+        for off in (0..r.len.max(4)).step_by(4) {
+            let (st, _) = read(&mut d, 1, HOST_A, base + off);
+            assert_eq!(st, 0, "{} at {:#x}", f.name, base + off);
+        }
+        if r.access == Access::Ro && r.addr >= regs::CAM_BASE && r.addr < regs::CAM_END {
+            assert_eq!(write(&mut d, 1, HOST_A, r.addr, 1), 0x8004, "{}", f.name);
+        }
+    }
+}

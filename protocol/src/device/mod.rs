@@ -6,6 +6,7 @@
 //! send, [`Device::poll_timeout`] / [`Device::handle_timeout`] for the heartbeat and pacing.
 //! Formats and numbers: `reference/gev.md` §2-3.
 
+pub mod features;
 pub mod pattern;
 pub mod regs;
 pub mod stream;
@@ -18,6 +19,7 @@ use heapless::{Deque, String};
 use crate::cm::{self, CmEvent, CmListener, ListenerConfig};
 use crate::gev::gvcp::{self, Command, cmd};
 use crate::gev::{PixelFormat, status};
+use crate::orsp::regs as orsp_regs;
 use crate::orsp::{self, ConnectParams, OrspChannel};
 use crate::rc::Instant;
 use crate::wire::pmtu::Pmtu;
@@ -27,8 +29,9 @@ use stream::{ChannelConfig, GvspChannel, StreamCounters, StreamPacket};
 /// Buffers one ORSP channel can track (MAX_BUFFERS).
 pub const ORSP_BUFFERS: usize = 256;
 
-/// The GenICam description served from device memory at [`regs::XML_BASE`].
-pub const GENICAM_XML: &str = include_str!("rdmacam.xml");
+/// The GenICam description served from device memory at [`regs::XML_BASE`], written at build
+/// time from the feature table ([`features`]).
+pub const GENICAM_XML: &str = include_str!(concat!(env!("OUT_DIR"), "/rdmacam.xml"));
 
 /// Identity and defaults of a device.
 #[derive(Debug, Clone)]
@@ -177,6 +180,23 @@ pub struct GvcpCounters {
     pub errors: u64,
     /// Writes refused because another host holds control.
     pub access_denied: u64,
+    /// Retried commands (same host, req_id and bytes as the one before) answered with the
+    /// acknowledge already sent, without running them again.
+    pub retries_answered: u64,
+}
+
+/// The last acknowledge sent, kept so a host's retry of a command whose acknowledge was lost
+/// gets it again instead of running the command twice (a second CONNECT, a second
+/// AcquisitionStart).
+#[derive(Debug)]
+struct LastAck {
+    src: SocketAddrV4,
+    req_id: u16,
+    /// CRC-32 of the whole command datagram: a host that restarted and reuses the req_id for
+    /// another command is not answered from the cache.
+    command_crc: u32,
+    len: usize,
+    bytes: [u8; gvcp::HEADER_LEN + gvcp::MAX_PAYLOAD],
 }
 
 /// A GigE Vision camera with one stream channel.
@@ -203,18 +223,9 @@ pub struct Device {
     scpd: u32,
     scda: Ipv4Addr,
     sccfg: u32,
-    width: u32,
-    height: u32,
-    offset_x: u32,
-    offset_y: u32,
-    pixel_format: PixelFormat,
-    acquisition_mode: u32,
-    frame_count: u32,
-    frame_rate: f32,
-    exposure: f32,
-    gain: f32,
-    pattern: Pattern,
-    tl_locked: u32,
+    /// The camera registers (0x1F000..0x1F100) a host writes, checked against
+    /// [`features::FEATURES`] on the way in.
+    cam: [u32; CAM_WORDS],
     acquiring: bool,
     frames_this_acquisition: u32,
     stop_after_frame: bool,
@@ -227,9 +238,17 @@ pub struct Device {
     rc_counters: [u32; 5],
     events: Deque<DeviceEvent, 8>,
     counters: GvcpCounters,
+    last_ack: Option<LastAck>,
 }
 
 type Status = u16;
+
+/// 32-bit words in the camera register block.
+const CAM_WORDS: usize = ((regs::CAM_END - regs::CAM_BASE) / 4) as usize;
+
+fn cam_index(addr: u32) -> usize {
+    ((addr - regs::CAM_BASE) / 4) as usize
+}
 
 impl Device {
     /// A device in its power-up state.
@@ -263,18 +282,18 @@ impl Device {
             scpd: 0,
             scda: Ipv4Addr::UNSPECIFIED,
             sccfg: 0,
-            width: cfg.width.min(cfg.sensor_width),
-            height: cfg.height.min(cfg.sensor_height),
-            offset_x: 0,
-            offset_y: 0,
-            pixel_format: cfg.pixel_format,
-            acquisition_mode: 0,
-            frame_count: 1,
-            frame_rate: cfg.frame_rate,
-            exposure: 10_000.0,
-            gain: 0.0,
-            pattern: cfg.pattern,
-            tl_locked: 0,
+            cam: {
+                let mut cam = [0u32; CAM_WORDS];
+                let mut set = |addr: u32, v: u32| cam[cam_index(addr)] = v;
+                set(regs::WIDTH, cfg.width.min(cfg.sensor_width));
+                set(regs::HEIGHT, cfg.height.min(cfg.sensor_height));
+                set(regs::PIXEL_FORMAT, cfg.pixel_format.pfnc());
+                set(regs::FRAME_COUNT, 1);
+                set(regs::FRAME_RATE, cfg.frame_rate.to_bits());
+                set(regs::EXPOSURE_TIME, 10_000f32.to_bits());
+                set(regs::TEST_PATTERN, cfg.pattern as u32);
+                cam
+            },
             acquiring: false,
             frames_this_acquisition: 0,
             stop_after_frame: false,
@@ -292,6 +311,7 @@ impl Device {
             rc_counters: [0; 5],
             events: Deque::new(),
             counters: GvcpCounters::default(),
+            last_ack: None,
             epoch: None,
             cfg,
         }
@@ -330,12 +350,13 @@ impl Device {
     /// Image settings the next frame is captured with.
     pub fn frame_spec(&self) -> FrameSpec {
         FrameSpec {
-            width: self.width,
-            height: self.height,
-            offset_x: self.offset_x,
-            offset_y: self.offset_y,
-            pixel_format: self.pixel_format,
-            pattern: self.pattern,
+            width: self.cam(regs::WIDTH),
+            height: self.cam(regs::HEIGHT),
+            offset_x: self.cam(regs::OFFSET_X),
+            offset_y: self.cam(regs::OFFSET_Y),
+            pixel_format: PixelFormat::from_pfnc(self.cam(regs::PIXEL_FORMAT))
+                .unwrap_or(PixelFormat::Mono8),
+            pattern: Pattern::from_u32(self.cam(regs::TEST_PATTERN)).unwrap_or(Pattern::Gradient),
         }
     }
 
@@ -377,10 +398,25 @@ impl Device {
             self.counters.malformed += 1;
             return None;
         };
-        self.counters.commands += 1;
         if self.controller == Some(src) {
             self.refresh_heartbeat(now);
         }
+        let command_crc = crc32fast::hash(datagram);
+        if let Some(last) = &self.last_ack
+            && last.src == src
+            && last.req_id == c.req_id
+            && last.command_crc == command_crc
+            && out.len() >= last.len
+        {
+            // a retry: the acknowledge was lost (or is late); answer, do not run it again
+            self.counters.retries_answered += 1;
+            out[..last.len].copy_from_slice(&last.bytes[..last.len]);
+            return Some(GvcpReply {
+                len: last.len,
+                broadcast_allowed: false,
+            });
+        }
+        self.counters.commands += 1;
         let ack_wanted = c.ack_required() || c.command == cmd::DISCOVERY;
         let mut broadcast_allowed = false;
         let hl = gvcp::HEADER_LEN;
@@ -421,8 +457,20 @@ impl Device {
             return None;
         }
         gvcp::emit_ack_header(status, c.command, len as u16, c.req_id, out).ok()?;
+        let len = hl + len;
+        if c.command != cmd::DISCOVERY {
+            let mut bytes = [0u8; gvcp::HEADER_LEN + gvcp::MAX_PAYLOAD];
+            bytes[..len].copy_from_slice(&out[..len]);
+            self.last_ack = Some(LastAck {
+                src,
+                req_id: c.req_id,
+                command_crc,
+                len,
+                bytes,
+            });
+        }
         Some(GvcpReply {
-            len: hl + len,
+            len,
             broadcast_allowed,
         })
     }
@@ -622,7 +670,6 @@ impl Device {
             }
         }
         let mac = self.cfg.mac;
-        let f32b = |f: f32| f.to_bits();
         Ok(match addr {
             regs::VERSION => {
                 (u32::from(self.cfg.gev_version.0) << 16) | u32::from(self.cfg.gev_version.1)
@@ -671,19 +718,8 @@ impl Device {
             regs::SCC0 => 0,
             regs::SCCFG0 => self.sccfg,
             a if a < regs::BOOTSTRAP_END => 0,
-            regs::WIDTH => self.width,
-            regs::HEIGHT => self.height,
-            regs::OFFSET_X => self.offset_x,
-            regs::OFFSET_Y => self.offset_y,
-            regs::PIXEL_FORMAT => self.pixel_format.pfnc(),
             regs::PAYLOAD_SIZE => self.frame_spec().payload_size() as u32,
-            regs::ACQUISITION_MODE => self.acquisition_mode,
             regs::ACQUISITION_COMMAND => u32::from(self.acquiring),
-            regs::FRAME_RATE => f32b(self.frame_rate),
-            regs::EXPOSURE_TIME => f32b(self.exposure),
-            regs::GAIN => f32b(self.gain),
-            regs::TEST_PATTERN => self.pattern as u32,
-            regs::TL_PARAMS_LOCKED => self.tl_locked,
             regs::SENSOR_WIDTH => self.cfg.sensor_width,
             regs::SENSOR_HEIGHT => self.cfg.sensor_height,
             a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a) => self
@@ -691,8 +727,7 @@ impl Device {
                 .read_reg(a - orsp::regs::BASE, &self.rc_counters)
                 .ok_or(status::INVALID_ADDRESS)?,
             regs::FRAMES_SENT => self.channel.counters().frames_sent as u32,
-            regs::FRAME_COUNT => self.frame_count,
-            a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => 0,
+            a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => self.cam(a),
             a if (regs::XML_BASE..regs::XML_BASE + 0x1_0000).contains(&a) => {
                 let b = GENICAM_XML.as_bytes();
                 let at = (a - regs::XML_BASE) as usize;
@@ -709,7 +744,7 @@ impl Device {
     }
 
     fn image_locked(&self) -> bool {
-        self.acquiring || self.tl_locked != 0
+        self.acquiring || self.cam(regs::TL_PARAMS_LOCKED) != 0
     }
 
     /// Write a 32-bit register (WRITEREG semantics) on behalf of `src`.
@@ -730,7 +765,6 @@ impl Device {
             self.counters.access_denied += 1;
             return Err(status::ACCESS_DENIED);
         }
-        let float = f32::from_bits(v);
         match addr {
             a if (regs::USER_NAME..regs::USER_NAME + 16).contains(&a) => {
                 let mut bytes = [0u8; 16];
@@ -788,38 +822,6 @@ impl Device {
             regs::SCPD0 => self.scpd = v,
             regs::SCDA0 => self.scda = Ipv4Addr::from(v),
             regs::SCCFG0 => self.sccfg = 0, // no optional stream features
-            regs::WIDTH => {
-                self.check_unlocked()?;
-                if v < 16 || v > self.cfg.sensor_width - self.offset_x {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.width = v;
-            }
-            regs::HEIGHT => {
-                self.check_unlocked()?;
-                if v < 1 || v > self.cfg.sensor_height - self.offset_y {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.height = v;
-            }
-            regs::OFFSET_X => {
-                self.check_unlocked()?;
-                if v > self.cfg.sensor_width - self.width {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.offset_x = v;
-            }
-            regs::OFFSET_Y => {
-                self.check_unlocked()?;
-                if v > self.cfg.sensor_height - self.height {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.offset_y = v;
-            }
-            regs::PIXEL_FORMAT => {
-                self.check_unlocked()?;
-                self.pixel_format = PixelFormat::from_pfnc(v).ok_or(status::INVALID_PARAMETER)?;
-            }
             a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a) => {
                 let was_connected = self.orsp.is_connected();
                 let r = self.orsp.write_reg(a - orsp::regs::BASE, v)?;
@@ -829,52 +831,8 @@ impl Device {
                     self.event(DeviceEvent::OrspDisconnected);
                 }
             }
-            regs::ACQUISITION_MODE => {
-                if v > 2 {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.acquisition_mode = v;
-            }
-            regs::FRAME_COUNT => {
-                if v == 0 {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.frame_count = v;
-            }
-            regs::ACQUISITION_COMMAND => match v {
-                1 => self.start_acquisition(now),
-                0 => self.stop_acquisition(),
-                _ => return Err(status::INVALID_PARAMETER),
-            },
-            regs::FRAME_RATE => {
-                if !(0.1..=10_000.0).contains(&float) {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.frame_rate = float;
-            }
-            regs::EXPOSURE_TIME => {
-                if !(1.0..=10_000_000.0).contains(&float) {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.exposure = float;
-            }
-            regs::GAIN => {
-                if !(0.0..=48.0).contains(&float) {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.gain = float;
-            }
-            regs::TEST_PATTERN => {
-                self.pattern = Pattern::from_u32(v).ok_or(status::INVALID_PARAMETER)?;
-            }
-            regs::TL_PARAMS_LOCKED => {
-                if v > 1 {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.tl_locked = v;
-            }
+            a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => self.write_camera(now, a, v)?,
             a if a < regs::BOOTSTRAP_END
-                || (regs::CAM_BASE..regs::CAM_END).contains(&a)
                 || (regs::XML_BASE..regs::XML_BASE + 0x1_0000).contains(&a) =>
             {
                 return Err(status::WRITE_PROTECT);
@@ -884,12 +842,54 @@ impl Device {
         Ok(())
     }
 
-    fn check_unlocked(&self) -> Result<(), Status> {
-        if self.image_locked() {
-            Err(status::WRITE_PROTECT)
-        } else {
-            Ok(())
+    /// A camera register: the value of its word.
+    fn cam(&self, addr: u32) -> u32 {
+        self.cam[cam_index(addr)]
+    }
+
+    /// The current value of an integer feature (register-backed or computed), for limits that
+    /// follow another feature.
+    fn feature_value(&self, name: &str) -> Option<i64> {
+        let f = features::by_name(name)?;
+        match f.kind {
+            features::Kind::Diff { a, b } => Some(self.feature_value(a)? - self.feature_value(b)?),
+            _ => {
+                let r = f.reg()?;
+                Some(i64::from(r.extract(self.read_word(r.addr).ok()?)))
+            }
         }
+    }
+
+    /// A host writes a camera register: the feature table says whether the register exists,
+    /// whether it may be written now, and which values it takes; then the value is stored, or
+    /// the command executed.
+    fn write_camera(&mut self, now: Instant, addr: u32, v: u32) -> Result<(), Status> {
+        let mut found = None;
+        for f in features::by_register(addr) {
+            let r = f.check(v, &|n| self.feature_value(n));
+            if r.is_ok() || found.is_none() {
+                found = Some((f, r));
+            }
+            if r.is_ok() {
+                break;
+            }
+        }
+        let Some((f, checked)) = found else {
+            return Err(status::WRITE_PROTECT);
+        };
+        if f.reg().is_some_and(|r| r.locked) && self.image_locked() {
+            return Err(status::WRITE_PROTECT);
+        }
+        checked.map_err(|e| match e {
+            features::Refusal::ReadOnly => status::WRITE_PROTECT,
+            features::Refusal::OutOfRange => status::INVALID_PARAMETER,
+        })?;
+        match addr {
+            regs::ACQUISITION_COMMAND if v == 1 => self.start_acquisition(now),
+            regs::ACQUISITION_COMMAND => self.stop_acquisition(),
+            _ => self.cam[cam_index(addr)] = v,
+        }
+        Ok(())
     }
 
     fn write_ccp(&mut self, now: Instant, src: SocketAddrV4, v: u32) -> Result<(), Status> {
@@ -931,7 +931,7 @@ impl Device {
         self.heartbeat_deadline = None;
         self.stop_acquisition();
         self.scp_port = 0;
-        self.tl_locked = 0;
+        self.cam[cam_index(regs::TL_PARAMS_LOCKED)] = 0;
         self.channel.reset();
     }
 
@@ -948,7 +948,8 @@ impl Device {
             self.acquiring = true;
             self.frames_this_acquisition = 0;
             // Like a sensor, the first frame is read out after one exposure time.
-            self.next_frame_at = now + Duration::from_micros(self.exposure as u64);
+            self.next_frame_at =
+                now + Duration::from_micros(f32::from_bits(self.cam(regs::EXPOSURE_TIME)) as u64);
             self.orsp.start_acquisition();
             self.event(DeviceEvent::AcquisitionStarted);
         }
@@ -1055,11 +1056,12 @@ impl Device {
     /// MultiFrame asks for.
     fn frame_taken(&mut self, now: Instant) -> bool {
         self.frames_this_acquisition += 1;
-        let next = self.next_frame_at + Duration::from_secs_f32(1.0 / self.frame_rate);
+        let next = self.next_frame_at
+            + Duration::from_secs_f32(1.0 / f32::from_bits(self.cam(regs::FRAME_RATE)));
         self.next_frame_at = if next < now { now } else { next };
-        let limit = match self.acquisition_mode {
+        let limit = match self.cam(regs::ACQUISITION_MODE) {
             1 => Some(1),
-            2 => Some(self.frame_count),
+            2 => Some(self.cam(regs::FRAME_COUNT)),
             _ => None,
         };
         limit.is_some_and(|l| self.frames_this_acquisition >= l)
