@@ -51,8 +51,13 @@ pub struct DemoOptions {
 pub fn demo(o: &DemoOptions) -> Result<Summary> {
     let ip = Ipv4Addr::LOCALHOST;
     let stop_camera = Arc::new(AtomicBool::new(false));
+    if o.frames == 0 {
+        anyhow::bail!("--frames must be at least 1");
+    }
     let cam_opts = RunOptions {
         ip,
+        sensor_width: o.width.max(2048),
+        sensor_height: o.height.max(2048),
         width: o.width,
         height: o.height,
         pixel_format: o.pixel_format,
@@ -74,6 +79,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         cm_port: 0,
         verbs: None,
         gso: true,
+        gvsp_gso: false,
         latency_log: None,
     };
     let camera = {

@@ -93,12 +93,18 @@ struct RunArgs {
     /// Local IPv4 address to answer on (127.0.0.1, or an address inside a network namespace).
     #[arg(long, default_value = "127.0.0.1")]
     ip: std::net::Ipv4Addr,
-    /// Image (and sensor) width in pixels.
+    /// Initial image width in pixels (a host may change it up to the sensor width).
     #[arg(long, default_value_t = 1920)]
     width: u32,
-    /// Image (and sensor) height in lines.
+    /// Initial image height in lines (a host may change it up to the sensor height).
     #[arg(long, default_value_t = 1080)]
     height: u32,
+    /// Sensor width in pixels: WidthMax, the largest Width a host may set (16..16384).
+    #[arg(long, default_value_t = 2048)]
+    sensor_width: u32,
+    /// Sensor height in lines: HeightMax (1..16384).
+    #[arg(long, default_value_t = 2048)]
+    sensor_height: u32,
     /// Pixel format: Mono8, Mono16, BayerRG8 or RGB8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
     pixel_format: PixelFormat,
@@ -120,19 +126,25 @@ struct RunArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
-    /// Link speed in Mbit/s: packets never leave faster than this (like a real NIC).
-    #[arg(long, default_value_t = 10_000)]
+    /// Link speed in Mbit/s (GevLinkSpeed): GVSP packets never leave faster than this, like a
+    /// real GigE camera's. 1000 by default, which a host on the same 2-core machine keeps up
+    /// with; at 10000 aravis on a loaded machine loses packets faster than it can ask for them.
+    #[arg(long, default_value_t = 1000)]
     link_mbps: u32,
     /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed): hosts such as
     /// aravis size their socket buffer only when that frame arrives.
     #[arg(long, default_value_t = 1000)]
     first_frame_mbps: u32,
     /// Send one datagram per RoCEv2 packet (copied, sendmmsg) instead of UDP segmentation
-    /// offload with gather I/O (--transport udp), and one sendto per GVSP packet instead of
-    /// GSO runs of a frame's payload packets; for comparison, or a kernel without UDP GSO,
+    /// offload with gather I/O (--transport udp); for comparison, or a kernel without UDP GSO,
     /// which is detected anyway.
     #[arg(long)]
     no_gso: bool,
+    /// Send a frame's GVSP payload packets in UDP GSO runs. Only for a path where a NIC
+    /// segments in hardware: on loopback or a veth pair a host receiving on a packet socket
+    /// (aravis as root, arv-viewer) sees each run as one datagram and gets garbled frames.
+    #[arg(long)]
+    gvsp_gso: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) to FILE as CSV;
     /// with rdmacam-host --latency-log, scripts/latency.py gives p50/p99 latency.
     #[arg(long, value_name = "FILE")]
@@ -232,6 +244,8 @@ fn main() -> ExitCode {
             init_logging();
             let opts = RunOptions {
                 ip: a.ip,
+                sensor_width: a.sensor_width,
+                sensor_height: a.sensor_height,
                 width: a.width,
                 height: a.height,
                 pixel_format: a.pixel_format,
@@ -253,6 +267,7 @@ fn main() -> ExitCode {
                 cm_port: a.cm_port,
                 verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
                 gso: !a.no_gso,
+                gvsp_gso: a.gvsp_gso,
                 latency_log: a.latency_log,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -1,9 +1,13 @@
 //! `rdmacam run`: the virtual camera on real sockets.
 //!
-//! GVCP: one socket bound to ADDR:3956 answers everything sent to the camera's address; a
-//! second one bound to 0.0.0.0:3956 (both with SO_REUSEADDR) hears broadcast DISCOVERY, which a
-//! socket bound only to ADDR never sees, and the answer still leaves from ADDR:3956. GVSP leaves
-//! from ADDR on an ephemeral port (reported in SCSP).
+//! GVCP: one socket bound to ADDR:3956, without SO_REUSEADDR, answers what is sent to the
+//! camera's address: a second camera on the same address cannot start (it gets a clear error
+//! instead of silently taking half the answers). Broadcast DISCOVERY is heard on sockets bound
+//! to 255.255.255.255:3956 and to the subnet's broadcast address, shared (SO_REUSEADDR and
+//! SO_REUSEPORT, as aravis's fake camera binds them) so other GigE Vision devices on the same
+//! machine hear it too; nothing is bound to 0.0.0.0:3956, which would block them and would hear
+//! unicast DISCOVERY meant for other addresses. Answers leave from ADDR:3956. GVSP leaves from
+//! ADDR on an ephemeral port (reported in SCSP).
 
 use std::io::{ErrorKind, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -30,7 +34,11 @@ use tracing::{info, warn};
 pub struct RunOptions {
     /// Local address the camera answers on.
     pub ip: Ipv4Addr,
-    /// Sensor/initial image width.
+    /// Sensor width in pixels (the largest Width a host may set).
+    pub sensor_width: u32,
+    /// Sensor height in lines.
+    pub sensor_height: u32,
+    /// Initial image width.
     pub width: u32,
     /// Initial image height.
     pub height: u32,
@@ -76,21 +84,88 @@ pub struct RunOptions {
     /// Send runs of equal-size RoCEv2 packets with UDP segmentation offload and gather I/O
     /// (default); off: one datagram per packet, copied, `sendmmsg` in batches.
     pub gso: bool,
+    /// GVSP payload packets leave in UDP GSO runs. Off by default: on loopback and veth a
+    /// packet socket (aravis as root, arv-viewer, tcpdump) sees each run as one oversized
+    /// datagram, and aravis then assembles garbled frames; only a NIC that segments in
+    /// hardware delivers the runs as separate packets to every receiver.
+    pub gvsp_gso: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
 }
 
-fn reuse_socket(addr: SocketAddrV4, broadcast: bool) -> Result<UdpSocket> {
+/// The camera's own GVCP socket: exclusive, so one address is one camera.
+fn control_socket(addr: SocketAddrV4) -> Result<UdpSocket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    s.set_reuse_address(true)?;
-    if broadcast {
-        s.set_broadcast(true)?;
+    s.set_broadcast(true)?;
+    if let Err(e) = s.bind(&SocketAddr::V4(addr).into()) {
+        if e.kind() == ErrorKind::AddrInUse {
+            bail!(
+                "{addr} is already served by another camera or GigE Vision device (UDP port {} \
+                 on that address is taken): give this camera another --ip",
+                addr.port()
+            );
+        }
+        return Err(anyhow::Error::new(e).context(format!(
+            "cannot bind UDP {addr}: is {} an address of this host (or of this network namespace)?",
+            addr.ip()
+        )));
     }
-    s.bind(&SocketAddr::V4(addr).into())
-        .with_context(|| format!("cannot bind UDP {addr}"))?;
     let u: UdpSocket = s.into();
     u.set_nonblocking(true)?;
     Ok(u)
+}
+
+/// A broadcast listener on `addr`, shared with every other device on this machine.
+fn broadcast_socket(addr: SocketAddrV4) -> std::io::Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&SocketAddr::V4(addr).into())?;
+    let u: UdpSocket = s.into();
+    u.set_nonblocking(true)?;
+    Ok(u)
+}
+
+/// The broadcast address of the subnet `ip` is on, if its interface has one (loopback has none).
+fn subnet_broadcast(ip: Ipv4Addr) -> Option<Ipv4Addr> {
+    let addrs = nix::ifaddrs::getifaddrs().ok()?;
+    for a in addrs {
+        let here = a
+            .address
+            .as_ref()
+            .and_then(|s| s.as_sockaddr_in())
+            .map(|s| s.ip());
+        if here == Some(ip) {
+            return a
+                .broadcast
+                .as_ref()
+                .and_then(|b| b.as_sockaddr_in())
+                .map(|b| b.ip())
+                .filter(|b| *b != ip && !b.is_unspecified());
+        }
+    }
+    None
+}
+
+/// The sockets that hear broadcast DISCOVERY for a camera at `ip`.
+fn discovery_sockets(ip: Ipv4Addr, port: u16) -> Result<Vec<UdpSocket>> {
+    let global = SocketAddrV4::new(Ipv4Addr::BROADCAST, port);
+    let mut socks = vec![broadcast_socket(global).with_context(|| {
+        format!(
+            "cannot listen for broadcast discovery on {global}: another program holds it \
+             without sharing (SO_REUSEADDR)"
+        )
+    })?];
+    if let Some(b) = subnet_broadcast(ip) {
+        let subnet = SocketAddrV4::new(b, port);
+        match broadcast_socket(subnet) {
+            Ok(s) => socks.push(s),
+            // aravis's fake camera holds its subnet's broadcast address alone; hosts send to
+            // 255.255.255.255 as well, which every device hears
+            Err(e) => warn!("not listening on {subnet} ({e}): discovery by limited broadcast only"),
+        }
+    }
+    Ok(socks)
 }
 
 /// A locally administered MAC derived from the address, so each emulated camera differs.
@@ -99,27 +174,76 @@ fn mac_for(ip: Ipv4Addr) -> [u8; 6] {
     [0x02, 0x52, o[0], o[1], o[2], o[3]]
 }
 
+impl RunOptions {
+    /// Refuse settings the camera's own feature table would refuse from a host: an image
+    /// larger than the sensor, a frame rate outside AcquisitionFrameRate's range.
+    pub fn validate(&self) -> Result<()> {
+        use rdmacam_protocol::device::features::{Kind, Limit, by_name};
+        let fixed_min = |name: &str| match by_name(name).map(|f| f.kind) {
+            Some(Kind::Int {
+                min: Limit::Fixed(m),
+                ..
+            }) => m as u32,
+            _ => 1,
+        };
+        if !(16..=MAX_SENSOR).contains(&self.sensor_width)
+            || !(1..=MAX_SENSOR).contains(&self.sensor_height)
+        {
+            bail!(
+                "the sensor must be 16..{MAX_SENSOR} pixels wide and 1..{MAX_SENSOR} lines high, \
+                 not {}x{}",
+                self.sensor_width,
+                self.sensor_height
+            );
+        }
+        for (what, v, min, max, sensor_flag) in [
+            (
+                "--width",
+                self.width,
+                fixed_min("Width"),
+                self.sensor_width,
+                "--sensor-width",
+            ),
+            (
+                "--height",
+                self.height,
+                fixed_min("Height"),
+                self.sensor_height,
+                "--sensor-height",
+            ),
+        ] {
+            if v < min {
+                bail!("{what} {v} is too small: at least {min}");
+            }
+            if v > max {
+                bail!(
+                    "{what} {v} is larger than the sensor ({max}): pass {sensor_flag} {v} (or larger)"
+                );
+            }
+        }
+        if let Some(Kind::Float { min, max, unit, .. }) =
+            by_name("AcquisitionFrameRate").map(|f| f.kind)
+            && !(min..=max).contains(&self.fps)
+        {
+            bail!("--fps {} is out of range: {min}..{max} {unit}", self.fps);
+        }
+        Ok(())
+    }
+}
+
+/// The largest sensor the emulator offers, per side (a 16k x 16k Mono8 frame is 256 MiB).
+pub const MAX_SENSOR: u32 = 16_384;
+
 /// Run the camera until `stop` is set (or `duration` passes).
 pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
+    opts.validate()?;
     let ip = opts.ip;
     if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
         bail!("--ip must be one local unicast address, not {ip}");
     }
-    // Binding ADDR fails clearly when the address is not on this host.
-    let control =
-        reuse_socket(SocketAddrV4::new(ip, opts.gvcp_port), false).with_context(|| {
-            format!("is {ip} an address of this host (or of this network namespace)?")
-        })?;
-    let discovery = reuse_socket(
-        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, opts.gvcp_port),
-        true,
-    )
-    .with_context(|| {
-        format!(
-            "cannot listen for broadcast discovery on 0.0.0.0:{}",
-            opts.gvcp_port
-        )
-    })?;
+    // Binding ADDR fails clearly when the address is not on this host or is already served.
+    let control = control_socket(SocketAddrV4::new(ip, opts.gvcp_port))?;
+    let discovery = discovery_sockets(ip, opts.gvcp_port)?;
     if opts.verbs.is_some() && opts.roce {
         bail!("choose one ORSP transport: udp or verbs");
     }
@@ -145,9 +269,8 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let stream_port = stream_sock.local_addr()?.port();
 
     let mut cfg = DeviceConfig::new(ip, mac_for(ip), &opts.serial);
-    // The sensor is at least 2048x2048 so hosts can enlarge the image up to that.
-    cfg.sensor_width = opts.width.max(2048);
-    cfg.sensor_height = opts.height.max(2048);
+    cfg.sensor_width = opts.sensor_width;
+    cfg.sensor_height = opts.sensor_height;
     cfg.width = opts.width;
     cfg.height = opts.height;
     cfg.pixel_format = opts.pixel_format;
@@ -157,6 +280,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     cfg.stream_source_port = stream_port;
     cfg.link_speed_mbps = opts.link_mbps;
     cfg.first_frame_mbps = opts.first_frame_mbps;
+    cfg.orsp_offered = opts.roce || opts.verbs.is_some();
     let ports = RocePorts {
         // The socket's own ephemeral port, not the QP's entropy port: that one (0xC000 and up)
         // lies in Linux's ephemeral range, and when another socket on the machine holds it the
@@ -196,7 +320,11 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         "virtual camera up: GVCP on {ip}:{}, GVSP from {ip}:{stream_port}{}",
         opts.gvcp_port,
         if opts.roce {
-            format!(", ORSP (RoCEv2) on {ip}:{}", opts.roce_port)
+            let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
+            format!(
+                ", ORSP (RoCEv2) on {}",
+                SocketAddr::new(roce_ip, opts.roce_port)
+            )
         } else if opts.verbs.is_some() {
             ", ORSP on verbs".to_owned()
         } else {
@@ -220,7 +348,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     };
     let mut rx = vec![0u8; 2048];
     let mut tx = vec![0u8; 2048];
-    let mut gvsp = GvspBatch::new(opts.gso);
+    let mut gvsp = GvspBatch::new(opts.gvsp_gso);
     let mut roce_rx = vec![0u8; 65536];
     let mut roce_tx = vec![vec![0u8; 9216]; TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
@@ -230,7 +358,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             break;
         }
         let mut busy = false;
-        for (sock, only_discovery) in [(&control, false), (&discovery, true)] {
+        let listeners =
+            std::iter::once((&control, false)).chain(discovery.iter().map(|d| (d, true)));
+        for (sock, only_discovery) in listeners {
             loop {
                 match sock.recv_from(&mut rx) {
                     Ok((n, SocketAddr::V4(src))) => {
@@ -345,10 +475,12 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             // machine), and never sleep blind (an ACK would wait out the whole sleep). The verbs
             // transport's completions have no descriptor here and wait out the timeout.
             if !wait.is_zero() {
-                let (c, d) = (control.as_fd(), discovery.as_fd());
+                let c = control.as_fd();
+                let d0 = discovery[0].as_fd();
+                let d1 = discovery.get(1).map_or(d0, |d| d.as_fd());
                 let r = match roce.as_ref() {
-                    Some(r) => rdmacam_hil::net::wait_readable([c, d, r.as_fd()], wait),
-                    None => rdmacam_hil::net::wait_readable([c, d], wait),
+                    Some(r) => rdmacam_hil::net::wait_readable([c, d0, d1, r.as_fd()], wait),
+                    None => rdmacam_hil::net::wait_readable([c, d0, d1], wait),
                 };
                 if let Err(e) = r {
                     warn!("poll failed: {e}");

@@ -214,6 +214,112 @@ fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16), cm_port: Option<u16
         bytes.windows(24).any(|w| w == b"received on a UDP socket"),
         "received packets are marked"
     );
+    udp_checksums_are_what_the_wire_carries(&pcap);
+}
+
+/// Wireshark checks the UDP checksum of every packet in the capture: the capture shows what
+/// left (the kernel fills the checksum in), not the 0 the queue pair hands over.
+fn udp_checksums_are_what_the_wire_carries(pcap: &std::path::Path) {
+    let Ok(out) = Command::new("tshark")
+        .args(["-n", "-o", "udp.check_checksum:TRUE", "-r"])
+        .arg(pcap)
+        .args(["-T", "fields", "-e", "udp.checksum.status"])
+        .output()
+    else {
+        assert!(
+            std::env::var("RDMACAM_REQUIRE_ARAVIS").is_err(),
+            "tshark missing (CI installs it)"
+        );
+        eprintln!("SKIPPED: tshark is not installed");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let statuses: Vec<&str> = text.lines().collect();
+    assert!(!statuses.is_empty(), "tshark read nothing");
+    // 1 = good; 0 = bad, 2 = unverified (checksum 0)
+    assert!(
+        statuses.iter().all(|s| *s == "1"),
+        "UDP checksum statuses: {statuses:?}"
+    );
+}
+
+#[test]
+fn bad_settings_are_refused_before_anything_starts() {
+    for (args, want) in [
+        (&["run", "--width", "0"][..], "--width 0 is too small"),
+        (&["run", "--width", "5000"][..], "pass --sensor-width 5000"),
+        (
+            &["run", "--height", "4000"][..],
+            "pass --sensor-height 4000",
+        ),
+        (&["run", "--fps", "0"][..], "--fps 0 is out of range"),
+        (
+            &["demo", "--frames", "0"][..],
+            "--frames must be at least 1",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+            .args(args)
+            .args(["--ip", "127.0.0.1"].iter().filter(|_| args[0] == "run"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_second_camera_on_a_served_address_exits_with_a_clear_error() {
+    let first = spawn_udp_camera((39587, 47942, 47943), &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args([
+            "run",
+            "--ip",
+            "127.0.0.1",
+            "--gvcp-port",
+            "39587",
+            "--duration",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let mut first = first;
+    let _ = first.kill();
+    let _ = first.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("127.0.0.1:39587 is already served"), "{err}");
+}
+
+#[test]
+fn the_reference_host_says_when_a_camera_offers_no_orsp() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ports = (39588, 47944, 47945);
+    let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args([
+            "run",
+            "--transport",
+            "gvsp",
+            "--ip",
+            "127.0.0.1",
+            "--duration",
+            "20",
+        ])
+        .args(["--gvcp-port", "39588"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let r = rdmacam_hil::run::run_host(
+        &host_options(ports, 5, None),
+        &Arc::new(AtomicBool::new(false)),
+    );
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let e = format!("{:#}", r.expect_err("no ORSP is an error"));
+    assert!(e.contains("this camera offers no ORSP"), "{e}");
 }
 
 #[test]

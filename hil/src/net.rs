@@ -47,8 +47,50 @@ struct Capture {
     t0: StdInstant,
 }
 
+/// A copy of an IPv4 or IPv6 UDP packet with its UDP checksum filled in (RFC 768 / RFC 8200),
+/// as the kernel writes it on the wire: the queue pair builds its headers with checksum 0 (the
+/// ICRC protects RoCEv2), and a capture should show what left, not what was handed over.
+pub fn with_udp_checksum(packet: &[u8]) -> Vec<u8> {
+    use rdmacam_protocol::wire::ipv4::checksum;
+    let mut p = packet.to_vec();
+    let (hl, mut pseudo) = match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 => {
+            let hl = usize::from(p[0] & 0xf) * 4;
+            let mut ph = Vec::with_capacity(12);
+            ph.extend_from_slice(&p[12..20]);
+            ph.extend_from_slice(&[0, 17]);
+            (hl, ph)
+        }
+        Some(6) if p.len() >= 40 => {
+            let mut ph = Vec::with_capacity(40);
+            ph.extend_from_slice(&p[8..40]);
+            ph.extend_from_slice(&[0, 0]);
+            (40, ph)
+        }
+        _ => return p,
+    };
+    if p.len() < hl + 8 {
+        return p;
+    }
+    let udp_len = p.len() - hl;
+    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    if p[0] >> 4 == 6 {
+        // IPv6: the 32-bit length, then three zero bytes and the next header
+        pseudo.extend_from_slice(&[0, 0, 0, 17]);
+    }
+    p[hl + 6..hl + 8].copy_from_slice(&[0, 0]);
+    pseudo.extend_from_slice(&p[hl..]);
+    let c = match checksum(&pseudo) {
+        0 => 0xffff,
+        c => c,
+    };
+    p[hl + 6..hl + 8].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
 impl Capture {
     fn write(&mut self, packet: &[u8], comment: Option<&'static str>) {
+        let packet = &with_udp_checksum(packet)[..];
         use pcap_file::pcapng::blocks::enhanced_packet::{
             EnhancedPacketBlock, EnhancedPacketOption,
         };
@@ -232,7 +274,7 @@ pub fn gso_segments(udp_len: usize) -> usize {
 }
 
 /// Comment on received packets in a capture.
-pub const RECONSTRUCTED: &str = "received on a UDP socket: IPv4/UDP header reconstructed by rdmacam (identification 0 assumed, TTL/TOS unknown)";
+pub const RECONSTRUCTED: &str = "received on a UDP socket: IPv4/UDP header reconstructed by rdmacam (identification 0 assumed, TTL/TOS unknown; UDP checksum recomputed)";
 
 fn bind(addr: SocketAddr, buf: usize) -> std::io::Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;

@@ -280,6 +280,12 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     let payload = gvcp.read(regs::PAYLOAD_SIZE)? as usize;
     let pattern = Pattern::from_u32(gvcp.read(regs::TEST_PATTERN)?).unwrap_or(Pattern::Gradient);
     let major = gvcp.read(oregs::BASE + oregs::ORSP_VERSION)? >> 16;
+    if major == 0 {
+        bail!(
+            "this camera offers no ORSP (OrspVersion reads 0): it streams GVSP only (an \
+             rdmacam camera started with --transport gvsp; use --transport udp or verbs)"
+        );
+    }
     if major != 1 {
         bail!("camera speaks ORSP {major}, this host speaks 1");
     }

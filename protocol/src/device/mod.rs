@@ -86,6 +86,10 @@ pub struct DeviceConfig {
     /// aravis size their socket buffer when the first frame arrives; sent at full speed, that
     /// frame can overflow the default buffer before the host's receive thread wakes up.
     pub first_frame_mbps: u32,
+    /// An ORSP transport is attached. Without one (a GVSP-only camera) OrspVersion and
+    /// OrspCaps read 0 and the ORSP registers refuse writes with NOT_IMPLEMENTED, so a host
+    /// can tell "this camera offers no ORSP" from "the camera is unreachable".
+    pub orsp_offered: bool,
 }
 
 fn s<const N: usize>(v: &str) -> String<N> {
@@ -127,6 +131,7 @@ impl DeviceConfig {
             first_frame_mbps: 1000,
             orsp_qpn: 0x000100 | u32::from(mac[5]),
             orsp_max_pmtu: Pmtu::Mtu4096,
+            orsp_offered: true,
         }
     }
 }
@@ -722,6 +727,12 @@ impl Device {
             regs::ACQUISITION_COMMAND => u32::from(self.acquiring),
             regs::SENSOR_WIDTH => self.cfg.sensor_width,
             regs::SENSOR_HEIGHT => self.cfg.sensor_height,
+            a if !self.cfg.orsp_offered
+                && (a == orsp::regs::BASE + orsp::regs::ORSP_VERSION
+                    || a == orsp::regs::BASE + orsp::regs::ORSP_CAPS) =>
+            {
+                0
+            }
             a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a) => self
                 .orsp
                 .read_reg(a - orsp::regs::BASE, &self.rc_counters)
@@ -822,6 +833,11 @@ impl Device {
             regs::SCPD0 => self.scpd = v,
             regs::SCDA0 => self.scda = Ipv4Addr::from(v),
             regs::SCCFG0 => self.sccfg = 0, // no optional stream features
+            a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a)
+                && !self.cfg.orsp_offered =>
+            {
+                return Err(status::NOT_IMPLEMENTED);
+            }
             a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a) => {
                 let was_connected = self.orsp.is_connected();
                 let r = self.orsp.write_reg(a - orsp::regs::BASE, v)?;
