@@ -4,6 +4,9 @@
 #  - aravis tools + GObject bindings: a GigE Vision host no one here wrote, for the camera tests
 #  - iproute2, nftables: network namespaces and random loss for the lossy-link tests
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
+#  - EMVA's reference GenApi (PyPI `genicam`) in a venv at .venv/genicam, and xmllint: the
+#    camera's XML must load in the implementation vendor SDKs use and validate against the
+#    GenApi 1.1 schema (which the tests take out of Debian's arv-test-0.8 with gresource)
 # With --verbs: also cmake and libclang (sideway's build needs them for the `verbs` cargo
 # feature) and libibverbs with its providers (loaded at run time by --transport verbs).
 # With --vm (root only; implies --verbs): also qemu (x86 and arm), rdma-core/pyverbs and a Debian
@@ -21,7 +24,7 @@ for a in "$@"; do
 done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="tshark aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables"
+PKGS="tshark aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables python3-venv libxml2-utils libglib2.0-bin"
 [ "$VERBS" = 1 ] && PKGS="$PKGS cmake libclang-dev libibverbs1 ibverbs-providers"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -35,6 +38,11 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null
 rustup target add thumbv7em-none-eabihf armv7a-none-eabi >/dev/null
+VENV="$(dirname "$0")/../.venv/genicam"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import genicam.genapi" 2>/dev/null; then
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "genicam==1.6.0"
+fi
 if [ "$VM" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "setup.sh --vm must run as root (qemu's 9p export of /)" >&2; exit 1; }
   "$(dirname "$0")/../hil/vm/build-image.sh" --install-deps

@@ -127,7 +127,10 @@ struct CameraTest {
     fps: f64,
 }
 
-/// `timeout -s INT 12 arv-camera-test-0.8 -n ADDR -f F -a --no-packet-socket [extra]`.
+/// `timeout -s INT 12 arv-camera-test-0.8 -n ADDR -f F -a --no-packet-socket [extra]`: the
+/// socket receive path, which the lossy-veth test needs (a packet socket sees packets before
+/// nftables' ingress hook drops them, so the loss would not reach aravis); the default receive
+/// path is checked by `aravis_default_receive_paths_get_every_pixel`.
 fn camera_test(ip: Ipv4Addr, fps: &str, extra: &[&str]) -> CameraTest {
     let out = Command::new("timeout")
         .args([
@@ -432,4 +435,129 @@ fn aravis_over_a_lossy_veth_recovers_every_frame_by_packet_resend() {
         );
     }
     assert!(ns.dropped() > 100, "nft dropped {} packets", ns.dropped());
+}
+
+/// aravis as its users run it: as root it receives through a packet socket (what arv-viewer
+/// always does), otherwise through a UDP socket. Both, on loopback and across a veth pair, at
+/// the camera's default settings (1920x1080 Mono8 Gradient, 30 frames/s, GVSP one datagram a
+/// packet): 40 frames, every pixel checked.
+#[test]
+fn aravis_default_receive_paths_get_every_pixel() {
+    if !aravis_available() || !can_make_netns() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ip = Ipv4Addr::new(127, 0, 0, 12);
+    let cam = Camera::start(None, ip, "DEFAULTPATH", &[]);
+    grab_and_check(ip, 40, &[]);
+    grab_and_check(ip, 40, &["--socket"]);
+    drop(cam);
+
+    let subnet = (std::process::id() % 200) as u8 + 20;
+    let ns = Netns::new("d", subnet.wrapping_add(1), 0);
+    let ip: Ipv4Addr = format!("10.77.{}.2", subnet.wrapping_add(1))
+        .parse()
+        .unwrap();
+    let _cam = Camera::start(Some(&ns.name), ip, "DEFAULTVETH", &[]);
+    grab_and_check(ip, 40, &[]);
+    grab_and_check(ip, 40, &["--socket"]);
+}
+
+/// aravis's own camera test suite with a configuration that states the camera's truths
+/// (tests/aravis/arv-test.cfg), at the camera's default settings, three iterations: every
+/// test SUCCESS (Genicam:Schema is IGNORED on purpose, see the file), on arv-test's default
+/// receive path and on the packet socket.
+#[test]
+fn arv_test_suite_passes_at_default_settings() {
+    if !aravis_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ip = Ipv4Addr::new(127, 0, 0, 13);
+    let _cam = Camera::start(None, ip, "ARVTEST13", &[]);
+    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/arv-test.cfg");
+    for extra in [&[][..], &["--packet-socket"][..]] {
+        let out = Command::new("timeout")
+            .args(["300", "arv-test-0.8", "-n", "*ARVTEST13*", "-c"])
+            .arg(&cfg)
+            .args(["-i", "3"])
+            .args(extra)
+            .output()
+            .expect("arv-test-0.8");
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("arv-test-0.8 {extra:?}:\n{text}");
+        let results: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(':') && !l.starts_with("Testing") && !l.starts_with("Found"))
+            .collect();
+        assert!(results.len() >= 3 * 15, "too few results: {text}");
+        for l in &results {
+            let ok = l.contains(" SUCCESS")
+                || (l.starts_with("Genicam:Schema") && l.contains(" IGNORED"));
+            assert!(ok, "arv-test {extra:?}: {l}\n{text}");
+        }
+    }
+}
+
+/// Good neighbours on one machine: aravis's fake camera and two rdmacam cameras in one network
+/// namespace, all listed by one arv-tool-0.8 (each hears broadcast DISCOVERY on a shared
+/// socket); a third rdmacam on a served address exits non-zero with a clear message; and a
+/// unicast DISCOVERY to an address no camera has gets no answer.
+#[test]
+fn rdmacam_and_aravis_fake_camera_share_a_machine() {
+    if !aravis_available() || !can_make_netns() || !have("arv-fake-gv-camera-0.8") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("rdmacam-coex-{}", std::process::id());
+    let bin = camera_bin();
+    let script = format!(
+        r#"set -u
+ip link set lo up
+arv-fake-gv-camera-0.8 -i 127.0.0.1 >/dev/null 2>&1 &
+"{bin}" run --ip 127.0.0.2 --serial COEX2 --duration 30 2>/dev/null &
+"{bin}" run --ip 127.0.0.3 --serial COEX3 --duration 30 2>/dev/null &
+sleep 1.5
+echo "== list"
+timeout 20 arv-tool-0.8
+echo "== busy"
+"{bin}" run --ip 127.0.0.2 --serial COEX4 --duration 3 2>&1
+echo "exit=$?"
+echo "== stray"
+python3 - <<'PY'
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(1.0)
+s.sendto(bytes([0x42, 1, 0, 2, 0, 0, 0, 7]), ("127.0.0.9", 3956))
+try:
+    s.recvfrom(600)
+    print("stray answered")
+except socket.timeout:
+    print("stray silent")
+PY
+kill $(jobs -p) 2>/dev/null
+"#,
+        bin = bin.display()
+    );
+    let status = Command::new("ip")
+        .args(["netns", "add", &name])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = Command::new("ip")
+        .args(["netns", "exec", &name, "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    let list = text.split("== busy").next().unwrap();
+    for want in ["(127.0.0.1)", "-COEX2 (127.0.0.2)", "-COEX3 (127.0.0.3)"] {
+        assert!(list.contains(want), "arv-tool did not list {want}: {text}");
+    }
+    assert!(
+        text.contains("127.0.0.2:3956 is already served") && text.contains("exit=2"),
+        "a second camera on a served address: {text}"
+    );
+    assert!(text.contains("stray silent"), "{text}");
 }

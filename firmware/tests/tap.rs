@@ -9,7 +9,10 @@
 //!    (`rdmacam inspect`'s analysis): smoltcp writes IPv4 identification 0 with DF, which is what
 //!    the camera's ICRC assumed; packets the host sent too;
 //! 4. the reference host connects through the RDMA CM instead (REQ/REP/RTU, DREQ at the end),
-//!    and a REQ to a port nobody listens on comes back as REJ reason 8.
+//!    and a REQ to a port nobody listens on comes back as REJ reason 8;
+//! 5. the XML the firmware serves loads in EMVA's reference GenApi (PyPI `genicam`, the venv
+//!    scripts/setup.sh makes) and every feature reads and writes through GVCP
+//!    (`tests/genicam/genapi_check.py`), as for the emulator.
 //!
 //! Needs root (TAP, namespaces), iproute2, tshark and aravis-tools. Without them the test prints
 //! SKIPPED, unless RDMACAM_REQUIRE_ARAVIS=1 (CI), which makes that a failure.
@@ -261,5 +264,33 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
         format!("{refused:#}").contains("reason 8"),
         "the REJ reason reaches the host: {refused:#}"
     );
+
+    // 5. the reference GenApi reads the firmware's XML and drives its features
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let py = std::env::var_os("RDMACAM_GENICAM_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join(".venv/genicam/bin/python"));
+    if py.exists() {
+        let out = Command::new("ip")
+            .args(["netns", "exec", NETNS, "timeout", "120"])
+            .arg(&py)
+            .arg(repo.join("tests/genicam/genapi_check.py"))
+            .arg("192.0.2.2")
+            .output()
+            .expect("genapi_check.py");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the reference GenApi refused the firmware: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        assert!(
+            std::env::var("RDMACAM_REQUIRE_ARAVIS").is_err(),
+            "the reference GenApi venv is missing ({}) but RDMACAM_REQUIRE_ARAVIS is set",
+            py.display()
+        );
+        eprintln!("SKIPPED (GenApi): run scripts/setup.sh");
+    }
     let _ = std::fs::remove_file(&log);
 }

@@ -3,7 +3,10 @@
 rdmacam's synthetic content: every buffer complete, the frame counter stamped in the first
 8 bytes (big-endian) increasing by one, and the Gradient pattern byte = (x + y) mod 256.
 
-usage: grab_and_check.py ADDRESS N_FRAMES [--width W --height H --extended --fps F]
+usage: grab_and_check.py ADDRESS N_FRAMES [--width W --height H --extended --fps F --socket]
+Without --width/--height/--fps the camera's own settings stay (its defaults). Without --socket
+aravis picks its receive path as it does for any application: a packet socket when it may
+(root or CAP_NET_RAW, as arv-viewer), else a UDP socket; --socket forces the UDP socket.
 Prints one JSON line; exit 0 only if every frame checked out.
 """
 import argparse
@@ -20,18 +23,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("address")
     ap.add_argument("frames", type=int)
-    ap.add_argument("--width", type=int, default=640)
-    ap.add_argument("--height", type=int, default=480)
-    ap.add_argument("--fps", type=float, default=30.0)
+    ap.add_argument("--width", type=int)
+    ap.add_argument("--height", type=int)
+    ap.add_argument("--fps", type=float)
     ap.add_argument("--extended", action="store_true")
+    ap.add_argument("--socket", action="store_true")
     a = ap.parse_args()
 
     cam = Aravis.Camera.new(a.address)
-    cam.set_region(0, 0, a.width, a.height)
+    if a.width or a.height:
+        cam.set_region(0, 0, a.width, a.height)
+    _, _, width, height = cam.get_region()
     cam.set_pixel_format(Aravis.PIXEL_FORMAT_MONO_8)
     cam.set_string("TestPattern", "Gradient")
     cam.set_string("GevGVSPExtendedIDMode", "On" if a.extended else "Off")
-    cam.gv_set_stream_options(Aravis.GvStreamOption.PACKET_SOCKET_DISABLED)
+    if a.socket:
+        cam.gv_set_stream_options(Aravis.GvStreamOption.PACKET_SOCKET_DISABLED)
     payload = cam.get_payload()
     stream = cam.create_stream(None, None)
     # as arv-camera-test -a: size the socket buffer for the payload
@@ -40,10 +47,11 @@ def main():
     for _ in range(16):
         stream.push_buffer(Aravis.Buffer.new_allocate(payload))
     cam.set_acquisition_mode(Aravis.AcquisitionMode.CONTINUOUS)
-    cam.set_frame_rate(a.fps)
+    if a.fps:
+        cam.set_frame_rate(a.fps)
     cam.start_acquisition()
 
-    w, h = a.width, a.height
+    w, h = width, height
     expected = bytearray((x + y) & 0xFF for y in range(h) for x in range(w))
     good = bad = 0
     counters = []
@@ -72,7 +80,8 @@ def main():
     if not consecutive:
         problems.append("frame counters not consecutive")
     ok = bad == 0 and consecutive and good == a.frames
-    print(json.dumps({"ok": ok, "good": good, "bad": bad, "first_counter": counters[:1],
+    print(json.dumps({"ok": ok, "good": good, "bad": bad, "width": w, "height": h,
+                      "first_counter": counters[:1],
                       "consecutive": consecutive, "problems": problems[:5]}))
     return 0 if ok else 1
 
