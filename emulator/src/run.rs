@@ -349,6 +349,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let mut rx = vec![0u8; 2048];
     let mut tx = vec![0u8; 2048];
     let mut gvsp = GvspBatch::new(opts.gvsp_gso);
+    let mut stream_df = None;
     let mut roce_rx = vec![0u8; 65536];
     let mut roce_tx = vec![vec![0u8; 9216]; TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
@@ -453,6 +454,14 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             if let Some(f) = latency_log.as_mut() {
                 let _ = writeln!(f, "{block},{}", mono_t0 + at.0);
             }
+        }
+        // GevSCPSDoNotFragment reaches the stream socket before anything is sent with it
+        let df = cam.device_ref().stream_do_not_fragment();
+        if stream_df != Some(df) {
+            if let Err(e) = rdmacam_hil::net::set_dont_fragment(&stream_sock, df) {
+                warn!("cannot set Don't Fragment to {df} on the GVSP socket: {e}");
+            }
+            stream_df = Some(df);
         }
         // Stream: send what is due, a bounded batch so GVCP stays responsive; runs of equal-size
         // packets to one destination leave in one UDP GSO send (a frame's payload packets).
@@ -648,6 +657,12 @@ struct GvspBatch {
     n: usize,
     dst: Option<SocketAddrV4>,
     gso: bool,
+    said_too_big: bool,
+}
+
+/// `EMSGSIZE`: the datagram is larger than the path MTU and may not be fragmented.
+fn libc_emsgsize() -> i32 {
+    nix::errno::Errno::EMSGSIZE as i32
 }
 
 impl GvspBatch {
@@ -658,6 +673,7 @@ impl GvspBatch {
             n: 0,
             dst: None,
             gso,
+            said_too_big: false,
         }
     }
 
@@ -706,7 +722,12 @@ impl GvspBatch {
             &datagrams[..n],
             &mut self.gso,
         ) {
-            warn!(%dst, "GVSP send failed: {e}");
+            // with Don't Fragment on, a packet larger than the path MTU cannot leave: a test
+            // packet of a host's packet-size negotiation is meant to fail so; say it once
+            if e.raw_os_error() != Some(libc_emsgsize()) || !self.said_too_big {
+                warn!(%dst, "GVSP send failed: {e}");
+            }
+            self.said_too_big |= e.raw_os_error() == Some(libc_emsgsize());
         }
     }
 }

@@ -174,7 +174,8 @@ fn camera_test(ip: Ipv4Addr, fps: &str, extra: &[&str]) -> CameraTest {
 }
 
 /// The aravis-based content checker: every frame complete, counter consecutive, gradient exact.
-fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) {
+/// Returns its JSON line.
+fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) -> String {
     let out = Command::new("timeout")
         .arg("60")
         .arg("/usr/bin/python3")
@@ -191,6 +192,7 @@ fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) {
         "content check failed: {text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    text.into_owned()
 }
 
 #[test]
@@ -460,7 +462,19 @@ fn aravis_default_receive_paths_get_every_pixel() {
         .unwrap();
     let _cam = Camera::start(Some(&ns.name), ip, "DEFAULTVETH", &[]);
     grab_and_check(ip, 40, &[]);
-    grab_and_check(ip, 40, &["--socket"]);
+    // aravis negotiates the packet size with GevSCPSFireTestPacket (and DoNotFragment): on a
+    // 1500-byte veth it must settle at or below the MTU, and the frames still check out
+    let out = grab_and_check(ip, 40, &["--socket", "--auto-packet-size"]);
+    let size = out
+        .split("\"negotiated\": ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no negotiated packet size: {out}"));
+    assert!(
+        (576..=1500).contains(&size),
+        "negotiated {size} on a 1500-byte link"
+    );
 }
 
 /// aravis's own camera test suite with a configuration that states the camera's truths

@@ -310,6 +310,19 @@ fn set_int(
     }
 }
 
+/// GVSP's Don't Fragment choice (SCPS bit 1) on an IPv4 socket: on, packets carry DF and one
+/// larger than the path MTU is refused (`EMSGSIZE`) instead of leaving in fragments, which is
+/// what lets a host's packet-size negotiation (GevSCPSFireTestPacket) find the largest size
+/// that fits; off, the kernel fragments as needed and never sets DF.
+pub fn set_dont_fragment(s: &UdpSocket, on: bool) -> std::io::Result<()> {
+    let mode = if on {
+        libc::IP_PMTUDISC_DO
+    } else {
+        libc::IP_PMTUDISC_DONT
+    };
+    set_int(s, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode)
+}
+
 /// Never fragment. IPv4: `IP_PMTUDISC_DO`, for which Linux sends identification 0 and DF.
 fn pmtudisc_do(s: &UdpSocket, v6: bool) -> std::io::Result<()> {
     if v6 {

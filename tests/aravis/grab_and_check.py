@@ -28,6 +28,8 @@ def main():
     ap.add_argument("--fps", type=float)
     ap.add_argument("--extended", action="store_true")
     ap.add_argument("--socket", action="store_true")
+    ap.add_argument("--auto-packet-size", action="store_true",
+                    help="let aravis negotiate GevSCPSPacketSize with test packets first")
     a = ap.parse_args()
 
     cam = Aravis.Camera.new(a.address)
@@ -39,6 +41,7 @@ def main():
     cam.set_string("GevGVSPExtendedIDMode", "On" if a.extended else "Off")
     if a.socket:
         cam.gv_set_stream_options(Aravis.GvStreamOption.PACKET_SOCKET_DISABLED)
+    negotiated = cam.gv_auto_packet_size() if a.auto_packet_size else None
     payload = cam.get_payload()
     stream = cam.create_stream(None, None)
     # as arv-camera-test -a: size the socket buffer for the payload
@@ -81,6 +84,7 @@ def main():
         problems.append("frame counters not consecutive")
     ok = bad == 0 and consecutive and good == a.frames
     print(json.dumps({"ok": ok, "good": good, "bad": bad, "width": w, "height": h,
+                      "packet_size": cam.gv_get_packet_size(), "negotiated": negotiated,
                       "first_counter": counters[:1],
                       "consecutive": consecutive, "problems": problems[:5]}))
     return 0 if ok else 1

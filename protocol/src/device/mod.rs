@@ -347,6 +347,12 @@ impl Device {
         self.counters
     }
 
+    /// Whether the host asked for GVSP packets with IPv4's Don't Fragment bit
+    /// (GevSCPSDoNotFragment): the I/O layer sets it on its stream socket.
+    pub fn stream_do_not_fragment(&self) -> bool {
+        self.scps & regs::SCPS_DO_NOT_FRAGMENT != 0
+    }
+
     /// Stream channel counters.
     pub fn stream_counters(&self) -> StreamCounters {
         self.channel.counters()
