@@ -3,6 +3,9 @@
 # own fake camera (arv-fake-gv-camera-0.8) and against `rdmacam run` (GVSP), 2048x2048 Mono8 at
 # up to 100 fps, 1400-byte packets, 15 s each: frames per second (median of the tool's
 # per-second lines) and each camera's CPU per frame (utime+stime over the run / frames).
+# rdmacam runs at --link-mbps 10000 (its default is 1000, a GigE camera's pace), once with one
+# datagram per GVSP packet (its default) and once with --gvsp-gso (GSO runs), to price the
+# default that every host receive path reads correctly.
 #   cargo build --release -p rdmacam && scripts/bench-aravis.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,5 +40,6 @@ PY
 for run in $(seq "$RUNS"); do
   echo "run $run"
   one aravis-fake arv-fake-gv-camera-0.8 -i 127.0.0.1
-  one rdmacam-gvsp target/release/rdmacam run --ip 127.0.0.1 --width 2048 --height 2048 --fps 100
+  one rdmacam-gvsp target/release/rdmacam run --ip 127.0.0.1 --width 2048 --height 2048 --fps 100 --link-mbps 10000
+  one rdmacam-gso target/release/rdmacam run --ip 127.0.0.1 --width 2048 --height 2048 --fps 100 --link-mbps 10000 --gvsp-gso
 done

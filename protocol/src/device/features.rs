@@ -55,6 +55,9 @@ pub struct Reg {
     pub volatile: bool,
     /// Refused while acquisition runs or the transport parameters are locked.
     pub locked: bool,
+    /// Features whose write changes this register's value (GenApi `pInvalidator`): a host
+    /// that caches it reads it again after any of them is written.
+    pub invalidated_by: &'static [&'static str],
 }
 
 /// A register with the defaults: 4 bytes, whole word, cachable, not locked.
@@ -66,6 +69,7 @@ const fn reg(addr: u32, access: Access) -> Reg {
         bits: None,
         volatile: false,
         locked: false,
+        invalidated_by: &[],
     }
 }
 
@@ -87,6 +91,10 @@ impl Reg {
     }
     const fn locked(mut self) -> Reg {
         self.locked = true;
+        self
+    }
+    const fn invalidated_by(mut self, features: &'static [&'static str]) -> Reg {
+        self.invalidated_by = features;
         self
     }
 
@@ -741,7 +749,11 @@ pub const FEATURES: &[Feature] = &[
         "TransportLayerControl",
         Expert,
         "Bytes of one frame's payload.",
-        int(reg(regs::PAYLOAD_SIZE, Ro).volatile()),
+        int(reg(regs::PAYLOAD_SIZE, Ro).volatile().invalidated_by(&[
+            "Width",
+            "Height",
+            "PixelFormat",
+        ])),
     ),
     feature(
         "TLParamsLocked",
@@ -1110,6 +1122,9 @@ fn register_node(
     if r.volatile {
         out.write_str("    <Cachable>NoCache</Cachable>\n")?;
     }
+    for f in r.invalidated_by {
+        writeln!(out, "    <pInvalidator>{}</pInvalidator>", Reg2(f))?;
+    }
     match r.bits {
         Some((msb, lsb)) if msb == lsb => writeln!(out, "    <Bit>{msb}</Bit>")?,
         Some((msb, lsb)) => writeln!(out, "    <LSB>{lsb}</LSB>\n    <MSB>{msb}</MSB>")?,
@@ -1319,6 +1334,10 @@ mod tests {
                 Limit::Feature(n) => Some(n),
                 Limit::Fixed(_) => None,
             };
+            for n in f.reg().map_or(&[][..], |r| r.invalidated_by) {
+                let g = by_name(n).unwrap_or_else(|| panic!("{}: no feature {n}", f.name));
+                assert!(g.reg().is_some(), "{}: {n} has no register", f.name);
+            }
             let refs: &[Option<&str>] = match f.kind {
                 Kind::Int { min, max, .. } => &[named(min), named(max)],
                 Kind::Diff { a, b } => &[Some(a), Some(b)],
