@@ -103,6 +103,17 @@ fn pump(
     Ok(busy)
 }
 
+/// The host's IPv6 GID into OrspHostGid.
+fn write_host_gid(gvcp: &mut GvcpClient, gid: std::net::Ipv6Addr) -> Result<()> {
+    for (i, w) in gid.octets().chunks(4).enumerate() {
+        gvcp.write(
+            oregs::BASE + oregs::HOST_GID + 4 * i as u32,
+            u32::from_be_bytes(w.try_into().expect("4")),
+        )?;
+    }
+    Ok(())
+}
+
 /// ORSP §3: the host's QP parameters through GVCP registers, then CONNECT.
 fn connect_registers(
     o: &HostOptions,
@@ -114,12 +125,7 @@ fn connect_registers(
     let (host_qpn, host_psn) = plane.qp_numbers();
     gvcp.write(regs::SCDA0, u32::from(o.local))?;
     if let std::net::IpAddr::V6(gid) = roce_local {
-        for (i, w) in gid.octets().chunks(4).enumerate() {
-            gvcp.write(
-                oregs::BASE + oregs::HOST_GID + 4 * i as u32,
-                u32::from_be_bytes(w.try_into().expect("4")),
-            )?;
-        }
+        write_host_gid(gvcp, gid)?;
     }
     gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
     gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
@@ -351,6 +357,11 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         && gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0
     {
         gvcp.write(oregs::BASE + oregs::CM_PORT, u32::from(port))?;
+    }
+    // the camera admits CM requests from its controlling application only: GVCP is IPv4, so an
+    // IPv6 host names its RoCE address in OrspHostGid first
+    if let (Some(_), std::net::IpAddr::V6(gid)) = (o.cm_port, roce_local) {
+        write_host_gid(gvcp, gid)?;
     }
     let cm_conn = match (o.cm_port, &mut plane) {
         (Some(port), Plane::Soft(p)) => {

@@ -244,12 +244,21 @@ def hello_ok(pd):
     return ok, f"HELLO version {orsp_version:#x} caps {caps:#x} max_buffers {max_buffers} pmtu {pmtu}"
 
 
+ORSP_HOST_GID = 0x10018
+
+
 def take_control():
-    """GVCP: take control of the camera and set the image size."""
+    """GVCP: take control of the camera and set the image size. The camera admits RDMA CM
+    requests from its controlling application only; GVCP is IPv4, so an IPv6 host names its
+    RoCE address (its GID) in OrspHostGid first."""
     gvcp = Gvcp(CAM)
     gvcp.write(CCP, 2)
     gvcp.write(WIDTH, W)
     gvcp.write(HEIGHT, H)
+    if ":" in ROCE_HOST:
+        gid = socket.inet_pton(socket.AF_INET6, ROCE_HOST)
+        for i in range(4):
+            gvcp.write(ORSP_HOST_GID + 4 * i, struct.unpack(">I", gid[4 * i:4 * i + 4])[0])
     return gvcp
 
 

@@ -494,7 +494,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             return;
         };
         let mut out = [0u8; cm::MAD_LEN];
-        if self.device.handle_cm(now, mad, &mut out) {
+        if self.device.handle_cm(now, src, mad, &mut out) {
             self.cm_peer = Some(src);
             self.queue_mad(src, &out);
         }

@@ -574,6 +574,29 @@ impl CmListener {
         self.conn = Conn::Idle;
     }
 
+    /// Refuse a REQ before looking at it further (the device's admission rule: only the
+    /// controlling application may connect): a REJ with `reason` and `private` data is written
+    /// to `out` and `true` returned; `false` if `mad` is not a REQ.
+    pub fn reject_req(
+        &mut self,
+        mad: &[u8],
+        out: &mut [u8; MAD_LEN],
+        reason: u16,
+        private: &[u8],
+    ) -> bool {
+        let Ok(h) = MadHeader::parse(mad) else {
+            return false;
+        };
+        if h.mgmt_class != MGMT_CLASS_CM || h.attr_id != attr::REQ {
+            return false;
+        }
+        let Ok(req) = Req::parse(&mad[MAD_HEADER_LEN..MAD_LEN]) else {
+            return false;
+        };
+        let local = self.fresh_comm_id();
+        emit_rej(out, h.tid, local, req.local_comm_id, reason, private).is_ok()
+    }
+
     fn fresh_comm_id(&mut self) -> u32 {
         // a new Local Comm ID per connection, so a reconnect is never taken as stale
         self.next_comm_id = self

@@ -542,7 +542,8 @@ fn an_acquisition_started_before_the_rtu_streams_once_the_rtu_comes() {
     // REQ (the one Linux sent over rxe) -> REP
     let req = linux_req_mad();
     let mut rep = [0u8; MAD_LEN];
-    assert!(d.handle_cm(Instant::from_millis(1), &req, &mut rep), "REP");
+    let from = std::net::IpAddr::V4(*host.ip());
+    assert!(d.handle_cm(Instant::from_millis(1), from, &req, &mut rep), "REP");
     let (camera_id, host_id) = comm_ids(&rep[24..]).unwrap();
     assert!(!d.orsp_channel().is_connected(), "connected before the RTU");
 
@@ -554,6 +555,64 @@ fn an_acquisition_started_before_the_rtu_streams_once_the_rtu_comes() {
     let tid = MadHeader::parse(&req).unwrap().tid;
     emit_ids(&mut rtu, attr::RTU, tid, host_id, camera_id, None).unwrap();
     let mut out = [0u8; MAD_LEN];
-    let _ = d.handle_cm(Instant::from_millis(3), &rtu, &mut out);
+    let _ = d.handle_cm(Instant::from_millis(3), from, &rtu, &mut out);
     assert_eq!(d.orsp_channel().state(), State::Streaming);
+}
+
+/// Only the controlling application may connect through the CM: host B's REQ (the one Linux
+/// sent over rxe) while host A holds control gets a REJ, consumer reason, with the ORSP code in
+/// the private data, and the refusal is counted; so does a REQ while nobody holds control; an
+/// IPv6 host is admitted once its controller wrote that GID to OrspHostGid.
+#[test]
+fn only_the_controlling_application_connects_through_the_cm() {
+    use rdmacam_protocol::device::{Device, DeviceConfig, regs};
+    use rdmacam_protocol::orsp::regs as oregs;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
+
+    let a = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 50000);
+    let b = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 9));
+    let mut d = Device::new(DeviceConfig::new(
+        Ipv4Addr::new(198, 18, 0, 2),
+        [0x02, 0x52, 0, 0, 0, 2],
+        "CM2",
+    ));
+    d.orsp().set_cm_port(7471);
+    let write = |d: &mut Device, addr: u32, v: u32| {
+        let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08, 0x00, 0x01];
+        c.extend_from_slice(&addr.to_be_bytes());
+        c.extend_from_slice(&v.to_be_bytes());
+        let mut out = [0u8; 600];
+        d.handle_gvcp(Instant::from_millis(0), a, &c, &mut out).unwrap();
+        assert_eq!(&out[..2], &[0, 0], "GVCP write {addr:#x} = {v}");
+    };
+    let req = linux_req_mad();
+    let refused = |d: &mut Device, from: IpAddr| {
+        let mut out = [0u8; MAD_LEN];
+        assert!(d.handle_cm(Instant::from_millis(1), from, &req, &mut out));
+        let h = MadHeader::parse(&out).unwrap();
+        let data = &out[24..];
+        (h.attr_id == attr::REJ).then(|| {
+            assert_eq!(u16::from_be_bytes([data[10], data[11]]), reason::CONSUMER_REJECT);
+            assert!(data[84..].starts_with(b"ORSP 0x8006"), "{:?}", &data[84..110]);
+        })
+    };
+    // nobody in control: nobody connects
+    assert!(refused(&mut d, IpAddr::V4(*a.ip())).is_some());
+    write(&mut d, regs::CCP, 2);
+    // a bystander while A holds control
+    assert!(refused(&mut d, b).is_some());
+    assert_eq!(d.gvcp_counters().cm_refused, 2);
+    assert!(!d.orsp_channel().is_connected());
+    // an IPv6 host: refused until A names it in OrspHostGid
+    let v6: Ipv6Addr = "fd00::1".parse().unwrap();
+    assert!(refused(&mut d, IpAddr::V6(v6)).is_some());
+    for (i, w) in v6.octets().chunks(4).enumerate() {
+        write(
+            &mut d,
+            oregs::BASE + oregs::HOST_GID + 4 * i as u32,
+            u32::from_be_bytes(w.try_into().unwrap()),
+        );
+    }
+    assert!(refused(&mut d, IpAddr::V6(v6)).is_none(), "REP for the named GID");
+    assert_eq!(d.gvcp_counters().cm_refused, 3);
 }

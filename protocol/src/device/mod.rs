@@ -11,7 +11,7 @@ pub mod pattern;
 pub mod regs;
 pub mod stream;
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 
 use heapless::{Deque, String};
@@ -188,6 +188,9 @@ pub struct GvcpCounters {
     /// Retried commands (same host, req_id and bytes as the one before) answered with the
     /// acknowledge already sent, without running them again.
     pub retries_answered: u64,
+    /// RDMA CM connection requests refused because they did not come from the controlling
+    /// application's address.
+    pub cm_refused: u64,
 }
 
 /// The last acknowledge sent, kept so a host's retry of a command whose acknowledge was lost
@@ -1099,10 +1102,35 @@ impl Device {
         outcome
     }
 
+    /// Whether an RDMA CM request from `src` comes from the controlling application: its GVCP
+    /// address (IPv4, or IPv4-mapped IPv6), or the IPv6 GID it wrote to OrspHostGid (GVCP is
+    /// IPv4 only, so an IPv6 host names its RoCE address that way first). With no controller,
+    /// nobody may connect.
+    fn cm_admitted(&self, src: IpAddr) -> bool {
+        let Some(c) = self.controller else {
+            return false;
+        };
+        match src {
+            IpAddr::V4(v4) => v4 == *c.ip(),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => v4 == *c.ip(),
+                None => v6.octets() == self.orsp.host_gid(),
+            },
+        }
+    }
+
     /// RDMA CM: a MAD received on QP1 from `src`. A reply MAD, if any, is written to `out` and
     /// `true` returned. On RTU the ORSP channel connects ([`DeviceEvent::OrspConnect`]); on DREQ it
     /// disconnects. The listener answers on the ORSP CM_PORT register's port (0 = none: REJ 8).
-    pub fn handle_cm(&mut self, now: Instant, mad: &[u8], out: &mut [u8; cm::MAD_LEN]) -> bool {
+    /// A REQ from anyone but the controlling application ([`Self::cm_admitted`]) gets a REJ,
+    /// consumer reason, with "ORSP 0x8006" (ACCESS_DENIED) and why in the private data.
+    pub fn handle_cm(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        mad: &[u8],
+        out: &mut [u8; cm::MAD_LEN],
+    ) -> bool {
         let port = self.orsp.cm_port();
         let (dqpn, dpsn) = self.orsp.device_qp();
         if self.cm.as_ref().is_none_or(|(p, _)| *p != port)
@@ -1131,9 +1159,21 @@ impl Device {
             // CM_PORT only changes while disconnected, so nothing established is lost here
             self.cm = Some((port, CmListener::new(cfg, &hello)));
         }
+        let admitted = self.cm_admitted(src);
         let Some((_, listener)) = self.cm.as_mut() else {
             return false;
         };
+        if !admitted
+            && listener.reject_req(
+                mad,
+                out,
+                cm::reason::CONSUMER_REJECT,
+                b"ORSP 0x8006: not the controlling application (take GVCP control first)",
+            )
+        {
+            self.counters.cm_refused += 1;
+            return true;
+        }
         let (ev, reply) = listener.handle_mad(now, mad, out);
         match ev {
             CmEvent::Accepting(a) => {

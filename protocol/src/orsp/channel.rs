@@ -319,6 +319,11 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         Ok(None)
     }
 
+    /// The host GID the controlling application wrote to HOST_GID (zero if none).
+    pub fn host_gid(&self) -> [u8; 16] {
+        self.host_gid
+    }
+
     /// CONNECT: validate, queue HELLO, go to connected.
     pub fn connect(&mut self) -> Result<ConnectParams, u16> {
         if self.state != State::Configured || self.host_qpn == 0 {
