@@ -291,7 +291,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     };
     let mut device = Device::new(cfg);
     device.orsp().set_cm_port(opts.cm_port);
-    let mut cam = new_camera(device, opts.seed, ports);
+    // the QPN and first PSN of every connection come from the OS's randomness, so a host that
+    // is not in control cannot predict them
+    let mut cam = new_camera(device, opts.seed, ports).with_entropy(rand::random::<u64>);
     if let Some(a) = opts.roce_ip {
         cam = cam.with_roce_address(a);
     }

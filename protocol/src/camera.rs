@@ -168,6 +168,8 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     external: bool,
     external_connect: Option<(ConnectParams, IpAddr)>,
     external_disconnect: bool,
+    /// Real randomness for the device's QPN and first PSN (the OS's, the board's).
+    entropy: Option<fn() -> u64>,
 }
 
 impl<S: FrameSource, M: FrameMemory> core::fmt::Debug for Camera<S, M> {
@@ -211,7 +213,17 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             external: false,
             external_connect: None,
             external_disconnect: false,
+            entropy: None,
         }
+    }
+
+    /// Draw the device's QPN and first PSN with `entropy` (the OS's random source in the
+    /// emulator, the board's in the firmware): now, and again after every connection ends, so
+    /// no other host can predict the numbers of the next connection.
+    pub fn with_entropy(mut self, entropy: fn() -> u64) -> Self {
+        self.entropy = Some(entropy);
+        self.device.orsp().reseed(entropy());
+        self
     }
 
     /// Leave the queue pair to an external transport (the verbs transport): ORSP connects and
@@ -426,6 +438,9 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         self.last_rc = self.qp.take().map(|q| q.requester.counters());
         self.backlog.clear();
         self.reclaim_frames();
+        if let Some(e) = self.entropy {
+            self.device.orsp().reseed(e());
+        }
     }
 
     fn reclaim_frames(&mut self) {

@@ -543,7 +543,10 @@ fn an_acquisition_started_before_the_rtu_streams_once_the_rtu_comes() {
     let req = linux_req_mad();
     let mut rep = [0u8; MAD_LEN];
     let from = std::net::IpAddr::V4(*host.ip());
-    assert!(d.handle_cm(Instant::from_millis(1), from, &req, &mut rep), "REP");
+    assert!(
+        d.handle_cm(Instant::from_millis(1), from, &req, &mut rep),
+        "REP"
+    );
     let (camera_id, host_id) = comm_ids(&rep[24..]).unwrap();
     assert!(!d.orsp_channel().is_connected(), "connected before the RTU");
 
@@ -582,7 +585,8 @@ fn only_the_controlling_application_connects_through_the_cm() {
         c.extend_from_slice(&addr.to_be_bytes());
         c.extend_from_slice(&v.to_be_bytes());
         let mut out = [0u8; 600];
-        d.handle_gvcp(Instant::from_millis(0), a, &c, &mut out).unwrap();
+        d.handle_gvcp(Instant::from_millis(0), a, &c, &mut out)
+            .unwrap();
         assert_eq!(&out[..2], &[0, 0], "GVCP write {addr:#x} = {v}");
     };
     let req = linux_req_mad();
@@ -592,8 +596,15 @@ fn only_the_controlling_application_connects_through_the_cm() {
         let h = MadHeader::parse(&out).unwrap();
         let data = &out[24..];
         (h.attr_id == attr::REJ).then(|| {
-            assert_eq!(u16::from_be_bytes([data[10], data[11]]), reason::CONSUMER_REJECT);
-            assert!(data[84..].starts_with(b"ORSP 0x8006"), "{:?}", &data[84..110]);
+            assert_eq!(
+                u16::from_be_bytes([data[10], data[11]]),
+                reason::CONSUMER_REJECT
+            );
+            assert!(
+                data[84..].starts_with(b"ORSP 0x8006"),
+                "{:?}",
+                &data[84..110]
+            );
         })
     };
     // nobody in control: nobody connects
@@ -613,6 +624,9 @@ fn only_the_controlling_application_connects_through_the_cm() {
             u32::from_be_bytes(w.try_into().unwrap()),
         );
     }
-    assert!(refused(&mut d, IpAddr::V6(v6)).is_none(), "REP for the named GID");
+    assert!(
+        refused(&mut d, IpAddr::V6(v6)).is_none(),
+        "REP for the named GID"
+    );
     assert_eq!(d.gvcp_counters().cm_refused, 3);
 }

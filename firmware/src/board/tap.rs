@@ -98,8 +98,24 @@ async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu
     static BUFFERS: StaticCell<Buffers> = StaticCell::new();
     let frames = FRAMES.init([0; FRAME_MEMORY]);
     let buffers = BUFFERS.init(Buffers::new());
-    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(args.seed), frames);
+    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(args.seed), frames)
+        .with_entropy(os_entropy);
     app::run(stack, &mut cam, buffers).await
+}
+
+/// The OS's randomness, for the device's QPN and first PSN of each connection.
+fn os_entropy() -> u64 {
+    use std::io::Read as _;
+    let mut b = [0u8; 8];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
+        Ok(()) => u64::from_ne_bytes(b),
+        Err(e) => {
+            log::warn!("no /dev/urandom ({e}): QPN and PSN from the clock only");
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        }
+    }
 }
 
 pub fn main() {

@@ -185,8 +185,19 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     cfg.link_speed_mbps = 1000;
     let mut device = Device::new(cfg);
     device.orsp().set_tos_capable(false);
-    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), FRAMES.take());
+    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), FRAMES.take())
+        .with_entropy(board_entropy);
     app::run(stack, &mut cam, BUFFERS.take()).await
+}
+
+/// The board's entropy for the device's QPN and first PSN: the Zynq-7000's processing system
+/// has no random number generator, so this is the 64-bit global timer (333 MHz) read when a
+/// connection ends and at start-up (after DHCP), moments set by network traffic. A design with
+/// a TRNG in the programmable logic should return its output here instead (docs/firmware.md).
+fn board_entropy() -> u64 {
+    embassy_time::Instant::now()
+        .as_ticks()
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 #[zynq7000_rt::entry]

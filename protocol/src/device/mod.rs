@@ -78,8 +78,14 @@ pub struct DeviceConfig {
     pub link_speed_mbps: u32,
     /// Heartbeat timeout in ms until a host changes it.
     pub heartbeat_ms: u32,
-    /// QP number the ORSP channel sends from (a verbs back-end puts its real QPN here).
+    /// QP number the ORSP channel sends from until the first draw (a verbs back-end puts its
+    /// real QPN here, and then it stays).
     pub orsp_qpn: u32,
+    /// Seed of the device's QPNs and first PSNs. [`DeviceConfig::new`] derives one from the MAC
+    /// and the address, which anyone can guess: the I/O layer puts real randomness here (the
+    /// OS's, the board's) and stirs more in after each connection
+    /// ([`crate::camera::CameraCore::with_entropy`]).
+    pub entropy: u64,
     /// Largest path MTU the link allows ORSP to use.
     pub orsp_max_pmtu: Pmtu,
     /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed). Hosts such as
@@ -130,6 +136,8 @@ impl DeviceConfig {
             heartbeat_ms: 3000,
             first_frame_mbps: 1000,
             orsp_qpn: 0x000100 | u32::from(mac[5]),
+            entropy: u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]])
+                ^ (u64::from(u32::from(ip)) << 16),
             orsp_max_pmtu: Pmtu::Mtu4096,
             orsp_offered: true,
         }
@@ -308,12 +316,7 @@ impl Device {
             orsp_memory_free: true,
             next_frame_at: Instant::ZERO,
             channel: GvspChannel::new(),
-            orsp: OrspChannel::new(
-                cfg.orsp_qpn,
-                u32::from_be_bytes([cfg.mac[2], cfg.mac[3], cfg.mac[4], cfg.mac[5]])
-                    ^ u32::from(cfg.ip),
-                cfg.orsp_max_pmtu,
-            ),
+            orsp: OrspChannel::new(cfg.orsp_qpn, cfg.entropy, cfg.orsp_max_pmtu),
             cm: None,
             cm_accepted: None,
             rc_counters: [0; 5],

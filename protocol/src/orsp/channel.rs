@@ -104,7 +104,11 @@ pub struct OrspChannel<const BUFS: usize> {
     last_error: u16,
     device_qpn: u32,
     device_sq_psn: u32,
-    psn_seed: u32,
+    /// State of the generator the device's QPN and first PSN are drawn from; the I/O layer
+    /// stirs in real entropy ([`Self::reseed`]) so neither can be guessed by another host.
+    rng: u64,
+    /// A transport (verbs) set the real QPN: never draw one.
+    qpn_fixed: bool,
     host_sq_psn: u32,
     host_qpn: u32,
     host_gid: [u8; 16],
@@ -133,15 +137,18 @@ pub struct OrspChannel<const BUFS: usize> {
 }
 
 impl<const BUFS: usize> OrspChannel<BUFS> {
-    /// A channel in state idle. `device_qpn` is the QP the device sends from; `psn_seed` makes
-    /// the device's initial PSNs differ between boots (any entropy will do).
-    pub fn new(device_qpn: u32, psn_seed: u32, max_pmtu: Pmtu) -> Self {
+    /// A channel in state idle. `device_qpn` is the QP the device sends from until the first
+    /// [`Self::reseed`] or disconnect draws another; `entropy` seeds the first PSN (pass real
+    /// randomness: the OS's, or the board's).
+    pub fn new(device_qpn: u32, entropy: u64, max_pmtu: Pmtu) -> Self {
+        let rng = splitmix(entropy);
         OrspChannel {
             state: State::Idle,
             last_error: 0,
             device_qpn: device_qpn & 0x00ff_ffff,
-            device_sq_psn: mix(psn_seed) & 0x00ff_ffff,
-            psn_seed,
+            device_sq_psn: (rng >> 8) as u32 & 0x00ff_ffff,
+            rng,
+            qpn_fixed: false,
             host_sq_psn: 0,
             host_qpn: 0,
             host_gid: [0; 16],
@@ -422,6 +429,27 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// the real one before each connection; DEVICE_QPN reads it).
     pub fn set_device_qpn(&mut self, qpn: u32) {
         self.device_qpn = qpn & 0x00ff_ffff;
+        self.qpn_fixed = true;
+    }
+
+    /// Stir fresh entropy (from the OS, or the board's source) into the generator and, while
+    /// no connection is up, draw a new device QPN and first PSN with it: the I/O layer calls
+    /// this at start-up and after every connection ends, so a host that is not in control
+    /// cannot predict the numbers of the next connection.
+    pub fn reseed(&mut self, entropy: u64) {
+        self.rng = splitmix(self.rng ^ entropy);
+        if !self.is_connected() {
+            self.draw_numbers();
+        }
+    }
+
+    /// A QPN (24 bits, never the reserved 0 and 1, never below 0x100) and a first PSN.
+    fn draw_numbers(&mut self) {
+        self.rng = splitmix(self.rng);
+        self.device_sq_psn = (self.rng >> 8) as u32 & 0x00ff_ffff;
+        if !self.qpn_fixed {
+            self.device_qpn = 0x100 + ((self.rng >> 32) as u32 % (0x0100_0000 - 0x100));
+        }
     }
 
     /// Lower the largest path MTU the camera takes (ORSP_CAPS bits 11..8, and the limit of a
@@ -468,8 +496,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.slot_busy = 0;
         self.announced.clear();
         self.queued.clear();
-        self.psn_seed = self.psn_seed.wrapping_add(0x9e37_79b9);
-        self.device_sq_psn = mix(self.psn_seed) & 0x00ff_ffff;
+        self.draw_numbers();
         self.stop_requested = false;
     }
 
@@ -783,7 +810,6 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     }
 }
 
-/// A 32-bit mixer for PSN seeds (not cryptographic: PSNs only need to differ per connection).
 /// The ORSP error (STATUS, EVENT) a failed send completion ends a connection with: 0x9002 for
 /// the peer's fatal NAKs, 0x9001 for retries exhausted and everything else.
 pub fn failure_code(s: WcStatus) -> u16 {
@@ -795,12 +821,14 @@ pub fn failure_code(s: WcStatus) -> u16 {
     }
 }
 
-const fn mix(mut x: u32) -> u32 {
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7feb_352d);
-    x ^= x >> 15;
-    x = x.wrapping_mul(0x846c_a68b);
-    x ^ (x >> 16)
+/// SplitMix64's step: spreads every bit of the state (and of stirred-in entropy) over the
+/// output. Not a cryptographic generator: the unpredictability comes from the entropy the I/O
+/// layer stirs in per connection.
+const fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -1078,5 +1106,49 @@ mod tests {
         c.disconnect();
         assert_eq!(c.state(), State::Idle, "idle from any state");
         assert_ne!(c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap(), psn);
+    }
+
+    #[test]
+    fn qpn_and_first_psn_come_from_the_entropy_and_change_per_connection() {
+        let numbers = |c: &OrspChannel<8>| {
+            (
+                c.read_reg(regs::DEVICE_QPN, &[0; 5]).unwrap(),
+                c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap(),
+            )
+        };
+        // the same camera (same MAC and address, same constructor seed), different entropy
+        let mut a = OrspChannel::<8>::new(0x123, 7, Pmtu::Mtu4096);
+        let mut b = OrspChannel::<8>::new(0x123, 7, Pmtu::Mtu4096);
+        a.reseed(0x0123_4567_89ab_cdef);
+        b.reseed(0xfedc_ba98_7654_3210);
+        let (qa, pa) = numbers(&a);
+        let (qb, pb) = numbers(&b);
+        assert_ne!((qa, pa), (qb, pb));
+        for (q, p) in [(qa, pa), (qb, pb)] {
+            assert!((0x100..0x0100_0000).contains(&q), "QPN {q:#x}");
+            assert!(p < 0x0100_0000, "PSN {p:#x}");
+        }
+        // a connection ends: new numbers, even before fresh entropy comes
+        a.write_reg(regs::HOST_QPN, 0x22).unwrap();
+        a.write_reg(regs::CONTROL, regs::CONTROL_CONNECT).unwrap();
+        assert_eq!(
+            numbers(&a),
+            (qa, pa),
+            "the connection uses what the host read"
+        );
+        a.reseed(42);
+        assert_eq!(numbers(&a), (qa, pa), "no change while connected");
+        a.write_reg(regs::CONTROL, regs::CONTROL_DISCONNECT)
+            .unwrap();
+        let after = numbers(&a);
+        assert!(
+            after.0 != qa && after.1 != pa,
+            "{after:?} vs {:?}",
+            (qa, pa)
+        );
+        // a transport that owns the QPN (verbs) keeps it
+        a.set_device_qpn(0x0100_0023 & 0xff_ffff);
+        a.reseed(9);
+        assert_eq!(numbers(&a).0, 0x23);
     }
 }
