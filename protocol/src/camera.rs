@@ -498,6 +498,14 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
                 qp.responder.post_recv(c.wr_id, DEV_RECV_SIZE);
             }
         }
+        // the host sent what the receive side cannot take (a SEND longer than DEV_RECV_SIZE):
+        // the responder NAKed it and went to the error state, so the connection is over; say
+        // so in STATUS instead of streaming on with a dead receive side
+        if qp.responder.is_error() && self.device.orsp_channel().is_connected() {
+            self.device.orsp_failed(event::HOST_MESSAGE_REFUSED);
+            self.process_events();
+            return;
+        }
         self.drain_completions();
     }
 

@@ -216,6 +216,22 @@ fn forceip_answers_only_its_own_mac() {
     assert!(ask(&mut d, 0, HOST_A, &cmd(0x04, 6, &p)).is_none());
 }
 
+#[test]
+fn forceip_from_a_bystander_cannot_move_the_camera_from_its_controller() {
+    let mut d = device();
+    assert_eq!(write(&mut d, 0, HOST_A, regs::CCP, 2), 0);
+    let mut p = vec![0u8; 56];
+    p[2..8].copy_from_slice(&[0x02, 0x52, 1, 2, 3, 4]);
+    p[20..24].copy_from_slice(&[192, 168, 1, 99]);
+    p[36..40].copy_from_slice(&[255, 255, 255, 0]);
+    assert_eq!(ask(&mut d, 1, HOST_B, &cmd(0x04, 7, &p)).unwrap().0, 0x8006);
+    assert_eq!(d.ip(), CAM);
+    assert_eq!(d.controller(), Some(HOST_A));
+    // the controller itself may re-address the camera
+    assert_eq!(ask(&mut d, 2, HOST_A, &cmd(0x04, 8, &p)).unwrap().0, 0);
+    assert_eq!(d.ip(), Ipv4Addr::new(192, 168, 1, 99));
+}
+
 /// Set up streaming to HOST_A:60000 and collect every packet of one frame.
 fn one_frame(extended: bool) -> (Device, SyntheticSource, Vec<Vec<u8>>) {
     let mut d = device();
@@ -414,10 +430,9 @@ proptest! {
                 prop_assert!(status != 0, "a non-controller write must fail");
             }
         }
+        // FORCEIP included: a bystander cannot move the camera away from its controller
         let after = (d.controller(), d.frame_spec(), d.ip());
-        if command != 0x04 {
-            prop_assert_eq!(before, after);
-        }
+        prop_assert_eq!(before, after);
         // the controller's random commands do not panic either
         let _ = d.handle_gvcp(Instant::from_millis(3), HOST_A, &c, &mut out);
     }

@@ -17,7 +17,6 @@ use rdmacam_protocol::wire::{BthRepr, DethRepr, IbRepr, IpRepr, Opcode, RoceV2Re
 
 const CAM: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const GVCP_HOST: SocketAddrV4 = SocketAddrV4::new(HOST, 50000);
 const W: u32 = 256;
 const H: u32 = 64;
 
@@ -50,9 +49,30 @@ impl World {
         buffers: u32,
         requeue: bool,
     ) -> World {
+        World::sized(
+            cam_ip,
+            host_ip,
+            host_sq_psn,
+            (loss, seed),
+            buffers,
+            requeue,
+            (W, H),
+        )
+    }
+
+    /// A world whose frames are `size` (width, height) Mono8.
+    fn sized(
+        cam_ip: Ipv4Addr,
+        host_ip: Ipv4Addr,
+        host_sq_psn: u32,
+        (loss, seed): (f64, u64),
+        buffers: u32,
+        requeue: bool,
+        (w, h): (u32, u32),
+    ) -> World {
         let mut cfg = DeviceConfig::new(cam_ip, [2, 0, 0, 0, 0, 2], "SIM");
-        cfg.width = W;
-        cfg.height = H;
+        cfg.width = w;
+        cfg.height = h;
         cfg.frame_rate = 200.0;
         cfg.pattern = Pattern::Gradient;
         let cam = rdmacam::camera::new_camera(
@@ -69,7 +89,7 @@ impl World {
             host_qpn: 0x11,
             host_sq_psn,
             buffers,
-            buffer_size: (W * H) as usize,
+            buffer_size: (w * h) as usize,
             tx_port: 0xc002,
             camera_rx_port: 4791,
             seed,
@@ -106,7 +126,12 @@ impl World {
         let mut out = [0u8; 600];
         let r = self
             .cam
-            .handle_gvcp(self.now, GVCP_HOST, &c, &mut out)
+            .handle_gvcp(
+                self.now,
+                SocketAddrV4::new(self.host_ip, 50000),
+                &c,
+                &mut out,
+            )
             .expect("ack");
         (u16::from_be_bytes([out[0], out[1]]), out[8..r.len].to_vec())
     }
@@ -703,4 +728,98 @@ fn host_traffic_after_a_lost_rtu_establishes_the_connection() {
         Duration::from_secs(10),
     );
     assert_eq!(w.host.stats().good, 5, "{:?}", w.host.stats());
+}
+
+// ---- hostile host values (issue: ORSP that survives hostile hosts) ----
+
+/// OrspWriteChunk 4096 on a 512 KiB frame asks for 128 WRITE messages, more than the 64-entry
+/// work queue holds: the overflow (TRAILER included) used to be dropped silently and the camera
+/// stalled for good. The camera now raises the chunk so a frame fits, and every frame arrives.
+#[test]
+fn a_small_write_chunk_never_overflows_the_work_queue() {
+    let mut w = World::sized(CAM, HOST, 0x1234, (0.0, 21), 8, true, (1024, 512));
+    w.connect();
+    w.write(oregs::BASE + oregs::WRITE_CHUNK, 4096);
+    w.start(10);
+    w.run_until(
+        |w| w.host.stats().stream_end.is_some(),
+        Duration::from_secs(20),
+    );
+    let s = w.host.stats();
+    assert_eq!((s.good, s.bad), (10, 0), "{s:?}");
+}
+
+/// A descriptor whose address plus length overflows 64 bits is refused where it enters (an
+/// EVENT the host can read), never used: it used to panic in debug builds and write at
+/// address 0 in release builds.
+#[test]
+fn an_announce_that_overflows_the_address_space_is_refused() {
+    use rdmacam_protocol::orsp::msg::{self, Descriptor};
+    let mut w = World::new(0.0, 22, 8, true);
+    w.connect();
+    let mut b = vec![0u8; 48];
+    let n = msg::emit_announce(
+        &mut b,
+        900,
+        msg::ANNOUNCE_QUEUE,
+        &[Descriptor {
+            buffer_id: 77,
+            rkey: 1,
+            addr: u64::MAX - 100,
+            length: 4096,
+        }],
+    )
+    .unwrap();
+    b.truncate(n);
+    w.host.send_raw(b);
+    w.start(10);
+    w.run_until(
+        |w| w.host.stats().stream_end.is_some(),
+        Duration::from_secs(10),
+    );
+    let s = w.host.stats();
+    assert!(
+        s.events
+            .iter()
+            .any(|(id, _)| *id == event::MALFORMED_MESSAGE),
+        "{:?}",
+        s.events
+    );
+    assert_eq!(
+        (s.good, s.bad),
+        (10, 0),
+        "only the host's real buffers are used"
+    );
+}
+
+/// A host SEND longer than the camera's receive buffers (DEV_RECV_SIZE, 1024 bytes: here an
+/// ANNOUNCE of 42 buffers in one message) used to wedge the camera's receive side while STATUS
+/// still said streaming. The camera's queue pair answers it with an invalid-request NAK, as
+/// any RC responder does, and the connection ends with a STATUS the host can read.
+#[test]
+fn an_oversized_host_send_ends_the_connection_with_a_readable_status() {
+    use rdmacam_protocol::orsp::msg::{self, Descriptor};
+    let mut w = World::new(0.0, 23, 8, true);
+    w.connect();
+    let descs: Vec<Descriptor> = (0..42)
+        .map(|i| Descriptor {
+            buffer_id: 1000 + i,
+            rkey: 1,
+            addr: 0x1000_0000 + u64::from(i) * 0x1_0000,
+            length: 0x1_0000,
+        })
+        .collect();
+    let mut b = vec![0u8; 24 + 24 * descs.len()];
+    let n = msg::emit_announce(&mut b, 901, msg::ANNOUNCE_QUEUE, &descs).unwrap();
+    b.truncate(n);
+    assert!(n > 1024);
+    w.host.send_raw(b);
+    w.start(10);
+    w.run_until(|_| false, Duration::from_secs(2));
+    let status = w.read(oregs::BASE + oregs::STATUS);
+    assert_eq!(
+        (status & 0xf, status >> 16),
+        (15, u32::from(event::HOST_MESSAGE_REFUSED)),
+        "STATUS {status:#x}"
+    );
 }

@@ -456,7 +456,7 @@ impl Device {
                 cmd::WRITEREG => self.cmd_writereg(now, src, c.payload, body),
                 cmd::READMEM => self.cmd_readmem(c.payload, body),
                 cmd::WRITEMEM => self.cmd_writemem(now, src, c.payload, body),
-                cmd::FORCEIP => match self.cmd_forceip(c.payload) {
+                cmd::FORCEIP => match self.cmd_forceip(src, c.payload) {
                     Some(st) => (st, 0),
                     None => return None, // not for us
                 },
@@ -592,13 +592,19 @@ impl Device {
         (st, 4)
     }
 
-    /// FORCEIP: `None` when the MAC is not ours (stay silent).
-    fn cmd_forceip(&mut self, p: &[u8]) -> Option<Status> {
+    /// FORCEIP: `None` when the MAC is not ours (stay silent). GigE Vision lets any host
+    /// re-address a device; while one holds control, only that host may, so a bystander can
+    /// never move the camera away from its controller (ACCESS_DENIED).
+    fn cmd_forceip(&mut self, src: SocketAddrV4, p: &[u8]) -> Option<Status> {
         if p.len() < 56 {
             return Some(status::INVALID_PARAMETER);
         }
         if p[2..8] != self.cfg.mac {
             return None;
+        }
+        if self.controller.is_some_and(|c| c.ip() != src.ip()) {
+            self.counters.access_denied += 1;
+            return Some(status::ACCESS_DENIED);
         }
         let ip = |at: usize| Ipv4Addr::new(p[at], p[at + 1], p[at + 2], p[at + 3]);
         let (new_ip, mask, gw) = (ip(20), ip(36), ip(52));

@@ -21,6 +21,13 @@ pub const DEV_RECV_DEPTH: u32 = 16;
 pub const DEV_RECV_SIZE: u32 = 1024;
 const SLOTS: usize = 16;
 const MAX_IN_FLIGHT: usize = 4;
+/// Work requests the channel queues for the transport.
+const PENDING: usize = 64;
+/// The most payload WRITE messages one frame is split into: with its LEADER and TRAILER a frame
+/// always fits the room [`OrspChannel::ready_for_frame`] asks for, whatever OrspWriteChunk says.
+pub const MAX_WRITES_PER_FRAME: u64 = 32;
+/// The default OrspWriteChunk, and what it returns to when the host that set it loses control.
+pub const DEFAULT_WRITE_CHUNK: u32 = 1 << 20;
 
 const TAG_MSG: u64 = 1 << 48;
 const TAG_TRAILER: u64 = 2 << 48;
@@ -125,7 +132,7 @@ pub struct OrspChannel<const BUFS: usize> {
     slots: [[u8; MAX_CTRL_MSG]; SLOTS],
     slot_len: [u16; SLOTS],
     slot_busy: u32,
-    pending: Deque<WorkRequest, 64>,
+    pending: Deque<WorkRequest, PENDING>,
     in_flight: Deque<InFlight, MAX_IN_FLIGHT>,
     tx_seq: u32,
     rx_seq: u32,
@@ -158,7 +165,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             retry: 6 | (7 << 4) | (14 << 8),
             tx_tuning: 0,
             tos_capable: true,
-            write_chunk: 1 << 20,
+            write_chunk: DEFAULT_WRITE_CHUNK,
             cm_port: 0,
             announced: Vec::new(),
             queued: Deque::new(),
@@ -483,6 +490,8 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     pub fn control_lost(&mut self) {
         let was_idle = self.state == State::Idle;
         self.disconnect();
+        // settings of the host that is gone do not outlive it
+        self.write_chunk = DEFAULT_WRITE_CHUNK;
         if !was_idle {
             self.last_error = event::CONTROL_LOST;
         }
@@ -547,7 +556,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.state == State::Streaming
             && !self.in_flight.is_full()
             && self.free_slots() >= 2
-            && self.pending.capacity() - self.pending.len() >= 34
+            && self.pending.capacity() - self.pending.len() >= MAX_WRITES_PER_FRAME as usize + 2
     }
 
     /// Send `frame`, whose bytes the caller keeps at payload handle `frame_handle` until the
@@ -597,15 +606,17 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             )
             .map_err(|_| ())
         });
+        // OrspWriteChunk is the largest WRITE message the host wants; a frame is never split
+        // into more than MAX_WRITES_PER_FRAME, so its work requests always fit the queue
         let chunk = if self.write_chunk == 0 {
             valid.max(1)
         } else {
-            u64::from(self.write_chunk)
+            u64::from(self.write_chunk).max(valid.div_ceil(MAX_WRITES_PER_FRAME))
         };
         let mut off = 0u64;
         while off < valid {
             let n = chunk.min(valid - off);
-            let _ = self.pending.push_back(WorkRequest {
+            self.push_work(WorkRequest {
                 wr_id: TAG_WRITE | block_id,
                 kind: MessageKind::Write,
                 payload: PayloadRef {
@@ -640,7 +651,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         .expect("trailer fits a slot");
         self.tx_seq += 1;
         self.slot_len[slot] = n as u16;
-        let _ = self.pending.push_back(WorkRequest {
+        self.push_work(WorkRequest {
             wr_id: TAG_TRAILER | slot as u64,
             kind: MessageKind::Send,
             payload: PayloadRef {
@@ -655,6 +666,15 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         });
         let _ = self.in_flight.push_back(InFlight { frame_handle });
         FrameOutcome::Sent
+    }
+
+    /// Queue a work request whose room [`Self::ready_for_frame`] made sure of. Should the
+    /// queue be full all the same, the connection fails with a code the host can read rather
+    /// than lose the request.
+    fn push_work(&mut self, wr: WorkRequest) {
+        if self.pending.push_back(wr).is_err() {
+            self.fail(event::RETRY_EXCEEDED);
+        }
     }
 
     // ------------------------------------------------------------- transport side
@@ -709,7 +729,12 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         match m {
             HostMessage::Announce { flags, descriptors } => {
                 for d in msg::descriptors(descriptors) {
-                    if d.length == 0 || self.announced.iter().any(|a| a.buffer_id == d.buffer_id) {
+                    // a buffer must lie inside the 64-bit address space: addr + length is
+                    // computed for every WRITE into it
+                    if d.length == 0
+                        || d.addr.checked_add(d.length).is_none()
+                        || self.announced.iter().any(|a| a.buffer_id == d.buffer_id)
+                    {
                         self.bad_message(h.seq);
                         continue;
                     }

@@ -58,6 +58,10 @@ pub mod event {
     pub const CONTROL_LOST: u16 = 0x9003;
     /// A malformed host message was ignored (detail = its seq).
     pub const MALFORMED_MESSAGE: u16 = 0x9004;
+    /// A host SEND the camera's queue pair could not take (longer than DEV_RECV_SIZE, or out
+    /// of sequence): it was answered with an invalid-request NAK, which ends the connection
+    /// (STATUS shows this code).
+    pub const HOST_MESSAGE_REFUSED: u16 = 0x9005;
 }
 
 /// The common header.
