@@ -620,6 +620,10 @@ fn log_rc(cam: &CameraCore) {
             retransmitted = rc.retransmitted_packets,
             seq_naks = rc.seq_naks,
             timeouts = rc.timeouts,
+            window = rc.window,
+            window_cuts = rc.window_cuts,
+            srtt_us = rc.srtt_ns / 1000,
+            min_rtt_us = rc.min_rtt_ns / 1000,
             "ORSP transport"
         );
     }

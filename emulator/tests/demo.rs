@@ -76,6 +76,17 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     );
     assert!(s["retransmitted_packets"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480 * 2));
+
+    // 20 % loss both ways: slow, but every frame arrives (it used to end after a few dozen
+    // frames in "retries exhausted" while the link still delivered)
+    let (code, s, text) = demo(&[
+        "--frames", "30", "--width", "640", "--height", "480", "--loss", "0.2", "--seed", "5",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        (s["frames_received"].as_u64(), s["frames_bad"].as_u64()),
+        (Some(30), Some(0))
+    );
 }
 
 #[test]

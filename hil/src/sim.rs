@@ -31,6 +31,9 @@ pub struct LinkConfig {
     pub delay: Duration,
     /// Extra uniformly random delay, 0..jitter.
     pub jitter: Duration,
+    /// Line rate in bit/s: packets leave one after the other at this rate and queue behind
+    /// each other (0 = infinitely fast, only the delay counts).
+    pub rate_bps: u64,
 }
 
 impl LinkConfig {
@@ -44,6 +47,7 @@ impl LinkConfig {
             ecn_mark: 0.0,
             delay: Duration::from_micros(5),
             jitter: Duration::ZERO,
+            rate_bps: 0,
         }
     }
     /// A link that loses `p` of packets.
@@ -82,6 +86,8 @@ pub struct Link {
     seq: u64,
     stats: LinkStats,
     filter: Option<DropFilter>,
+    /// When the line is free to serialize the next packet.
+    free_at: Instant,
 }
 
 impl std::fmt::Debug for Link {
@@ -104,6 +110,7 @@ impl Link {
             seq: 0,
             stats: LinkStats::default(),
             filter: None,
+            free_at: Instant::ZERO,
         }
     }
 
@@ -120,6 +127,15 @@ impl Link {
     /// Offer a packet at `now`.
     pub fn send(&mut self, now: Instant, mut pkt: Vec<u8>) {
         self.stats.offered += 1;
+        // the line serializes every offered packet, lost ones too (they are lost on the way)
+        let bits = (pkt.len() as u64 + 24) * 8; // Ethernet header, FCS, preamble, gap
+        let now = match (bits * 1_000_000_000).checked_div(self.cfg.rate_bps) {
+            Some(ns) => {
+                self.free_at = self.free_at.max(now) + Duration::from_nanos(ns);
+                self.free_at
+            }
+            None => now,
+        };
         if let Some(f) = self.filter.as_mut()
             && f(&pkt)
         {

@@ -24,16 +24,22 @@ pub struct RequesterConfig {
     pub pmtu: Pmtu,
     /// First PSN (`sq_psn`); the responder's `rq_psn` must match.
     pub start_psn: u32,
-    /// Local ACK timeout code: 4.096 µs × 2^timeout; 0 = wait forever.
+    /// Local ACK timeout code: 4.096 µs × 2^timeout; 0 = wait forever. The longest the
+    /// requester waits for an ACK before going back; once round trips have been measured it
+    /// goes back sooner, after an RTT-based timeout (RFC 6298, at least [`MIN_RTO`]).
     pub timeout: u8,
-    /// Retransmissions after a timeout or sequence NAK before the request fails (0..=7; unlike
-    /// rxe, 7 is not infinite).
+    /// How long the requester keeps trying without progress: the oldest request fails once
+    /// no ACK has advanced for (`retry_cnt` + 1) local ACK timeouts (0..=7; unlike rxe, 7 is
+    /// not infinite). With the timer at its configured value this is IBTA's count of
+    /// timeouts; retransmissions triggered sooner (a sequence NAK, the RTT-based timer) do not
+    /// use the budget up, and any ACK that advances restores it.
     pub retry_cnt: u8,
     /// Retries after RNR NAKs (0..=7; 7 = forever).
     pub rnr_retry: u8,
     /// Request an ACK at least every this many packets (and always on a message's last packet).
     pub ack_req_every: u32,
-    /// Most packets in flight without an ACK (must stay well below 2^23).
+    /// Most packets in flight without an ACK (must stay well below 2^23): the largest the
+    /// loss-adaptive window grows to (see [`Requester::window`]).
     pub max_unacked: u32,
     /// Addresses, DSCP, ECN, TTL.
     pub path: Path,
@@ -149,6 +155,14 @@ pub struct RequesterCounters {
     pub timeouts: u64,
     /// ACKs that moved the window.
     pub acks: u64,
+    /// Times the window was cut (a loss: a sequence NAK or an ACK timeout).
+    pub window_cuts: u64,
+    /// The window now, packets (a gauge, not a count).
+    pub window: u64,
+    /// Smoothed round trip, ns (0 until measured; a gauge).
+    pub srtt_ns: u64,
+    /// Shortest round trip seen, ns (0 until measured; a gauge).
+    pub min_rtt_ns: u64,
     /// ACK/NAKs ignored as duplicate, stale or for PSNs never sent.
     pub stale_acks: u64,
     /// CNPs received.
@@ -269,6 +283,19 @@ enum State {
     Error,
 }
 
+/// The smallest the loss-adaptive window gets, packets.
+pub const MIN_WINDOW: u32 = 4;
+
+/// The window a connection starts with, packets (it doubles per round trip from there while
+/// round trips stay short).
+pub const INITIAL_WINDOW: u32 = 16;
+
+/// The shortest RTT-based retransmission timeout.
+pub const MIN_RTO: Duration = Duration::from_micros(250);
+
+/// Round-trip time above twice the shortest that is taken for scheduling noise, not queueing.
+const QUEUE_SLACK_NS: u64 = 50_000;
+
 /// The RC requester. `SQ` bounds outstanding work requests, `CQ` unread completions.
 #[derive(Debug)]
 pub struct Requester<const SQ: usize, const CQ: usize> {
@@ -291,6 +318,27 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     retrying_from: Option<u32>,
     ack_deadline: Option<Instant>,
     rnr_until: Option<Instant>,
+    /// The loss-adaptive window, packets: halved on a loss, grown back as ACKs arrive.
+    cwnd: u32,
+    /// Below this the window doubles per round trip (slow start), above it grows by one.
+    ssthresh: u32,
+    /// Packets acknowledged towards the next +1 of the window above `ssthresh`.
+    cwnd_acc: u32,
+    /// One past the highest PSN sent when the window was last cut: losses below it belong to
+    /// the same event and do not cut it again.
+    recovery_end: u32,
+    /// Smoothed round-trip time and its variation, ns (RFC 6298), once measured.
+    srtt: Option<(u64, u64)>,
+    /// The shortest round trip seen, ns, and the latest: a round trip well above the shortest
+    /// means packets queue somewhere, and a larger window would only queue more.
+    min_rtt: u64,
+    last_rtt: u64,
+    /// A first transmission whose ACK times a round trip: (PSN, when it left).
+    rtt_probe: Option<(u32, Instant)>,
+    /// Timeouts in a row: the RTT-based timer doubles with each.
+    backoff: u32,
+    /// When the oldest unacknowledged packet started waiting (last progress).
+    waiting_since: Instant,
     rate: RateController,
     src_port: u16,
     ipv4_ident: u16,
@@ -316,6 +364,16 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             retrying_from: None,
             ack_deadline: None,
             rnr_until: None,
+            cwnd: INITIAL_WINDOW.min(cfg.max_unacked).max(MIN_WINDOW),
+            ssthresh: cfg.max_unacked.max(MIN_WINDOW),
+            cwnd_acc: 0,
+            recovery_end: start,
+            srtt: None,
+            min_rtt: u64::MAX,
+            last_rtt: 0,
+            rtt_probe: None,
+            backoff: 0,
+            waiting_since: Instant::ZERO,
             rate: RateController::new(cfg.rate),
             src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
             ipv4_ident: 0,
@@ -330,7 +388,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
 
     /// Counters so far.
     pub fn counters(&self) -> RequesterCounters {
-        self.counters
+        let mut c = self.counters;
+        c.window = u64::from(self.window());
+        c.srtt_ns = self.srtt.map_or(0, |(s, _)| s);
+        c.min_rtt_ns = if self.min_rtt == u64::MAX {
+            0
+        } else {
+            self.min_rtt
+        };
+        c
     }
 
     /// The rate controller (current rate, α, CNPs handled).
@@ -392,6 +458,49 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         psn_diff(psn, self.una) as u32
     }
 
+    /// Packets that may be in flight unacknowledged now. A responder (rxe, a NIC) discards
+    /// everything after a gap, so each loss costs a go-back-N of up to the window: the window
+    /// is halved on a loss (a sequence NAK or an ACK timeout; once per window of packets, as
+    /// TCP's NewReno does) and grows back as ACKs come (doubling per round trip up to half its
+    /// last size, then one packet per window), never above `max_unacked`.
+    pub fn window(&self) -> u32 {
+        self.cwnd.min(self.cfg.max_unacked).max(1)
+    }
+
+    /// A loss at `psn` was detected: cut the window, unless this loss belongs to a window
+    /// already cut for.
+    fn on_loss(&mut self, psn: u32, timeout: bool) {
+        if psn_diff(psn, self.recovery_end) < 0 && !timeout {
+            return;
+        }
+        self.ssthresh = (self.window() / 2).max(MIN_WINDOW);
+        self.cwnd = self.ssthresh;
+        let _ = timeout;
+        self.cwnd_acc = 0;
+        self.recovery_end = self.sent_end;
+        self.counters.window_cuts += 1;
+    }
+
+    /// `n` more packets were acknowledged: grow the window, unless the round trip says packets
+    /// already queue (more than twice the shortest round trip plus 50 µs): past the path's
+    /// bandwidth-delay product a larger window buys no rate, only a larger go-back-N per loss.
+    fn on_acked(&mut self, n: u32) {
+        let max = self.cfg.max_unacked.max(MIN_WINDOW);
+        if self.min_rtt != u64::MAX && self.last_rtt > self.min_rtt * 2 + QUEUE_SLACK_NS {
+            return;
+        }
+        if self.cwnd < self.ssthresh {
+            self.cwnd = (self.cwnd + n).min(self.ssthresh).min(max);
+        } else {
+            self.cwnd_acc += n;
+            let step = (self.cwnd / 4).max(1);
+            while self.cwnd_acc >= step && self.cwnd < max {
+                self.cwnd_acc -= step;
+                self.cwnd += 1;
+            }
+        }
+    }
+
     /// The IPv4 identification of the packets [`poll_transmit`](Self::poll_transmit) builds
     /// from now on (0 unless set: what Linux writes on an unconnected socket with DF, and what
     /// smoltcp writes). A transport that hands the kernel a batch for UDP segmentation offload
@@ -418,7 +527,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if psn_diff(self.send_psn, self.next_post_psn) >= 0 {
             return None; // nothing posted beyond what was sent
         }
-        if self.unacked(self.send_psn) >= self.cfg.max_unacked {
+        if self.unacked(self.send_psn) >= self.window() {
             return None;
         }
         if now < self.rate.next_send_time() {
@@ -435,7 +544,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let retransmission = psn_diff(psn, self.sent_end) < 0;
         let ack_req = last
             || self.packets_since_ackreq + 1 >= self.cfg.ack_req_every
-            || self.unacked(psn) + 1 >= self.cfg.max_unacked;
+            || self.unacked(psn) + 1 >= self.window()
+            // at least four times per window, so ACKs keep a small window moving
+            || self.packets_since_ackreq + 1 >= (self.window() / 4).max(1);
         let mut bth = BthRepr::new(seg.opcode, self.cfg.remote_qpn, psn);
         bth.ack_req = ack_req;
         bth.solicited = last && wqe.wr.solicited;
@@ -492,6 +603,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         } else {
             self.packets_since_ackreq + 1
         };
+        if psn_diff(self.una, self.sent_end) >= 0 {
+            self.waiting_since = now; // nothing was outstanding: the wait starts now
+        }
+        if ack_req && !retransmission && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((psn, now));
+        }
         self.send_psn = psn_add(psn, 1);
         if !retransmission {
             self.sent_end = self.send_psn;
@@ -499,7 +616,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // The timer runs from the newest ACK-requesting packet, so pacing a long window out
         // slowly cannot fire it while ACKs are still due.
         if self.ack_deadline.is_none() || ack_req {
-            self.ack_deadline = local_ack_timeout(self.cfg.timeout).map(|t| now + t);
+            self.ack_deadline = self.rto().map(|t| now + t);
         }
         let c = &mut self.counters;
         c.packets_sent += 1;
@@ -527,7 +644,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         earliest(self.ack_deadline);
         earliest(self.rnr_until);
         let can_send = psn_diff(self.send_psn, self.next_post_psn) < 0
-            && self.unacked(self.send_psn) < self.cfg.max_unacked;
+            && self.unacked(self.send_psn) < self.window();
         if can_send && self.rnr_until.is_none() {
             earliest(Some(self.rate.next_send_time()));
         }
@@ -552,14 +669,18 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             return;
         }
         self.counters.timeouts += 1;
-        if self.retry_left == 0 {
+        if self.out_of_retries(now) {
             self.fail_from(self.una, WcStatus::RetryExceeded);
             return;
         }
-        self.retry_left -= 1;
+        self.on_loss(self.una, true);
+        self.retry_left = self.retry_left.saturating_sub(1);
+        // random loss, not congestion, is what times out here: back off twice at most
+        self.backoff = (self.backoff + 1).min(2);
+        self.rtt_probe = None; // Karn: no sample from what is sent again
         self.retrying_from = None;
         self.send_psn = self.una;
-        self.ack_deadline = local_ack_timeout(self.cfg.timeout).map(|t| now + t);
+        self.ack_deadline = self.rto().map(|t| now + t);
     }
 
     /// Feed the InfiniBand part (BTH to ICRC) of a packet addressed to this QP: ACK/NAK or CNP.
@@ -620,11 +741,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                     return; // already going back from there
                 }
                 self.counters.seq_naks += 1;
-                if self.retry_left == 0 {
+                // the responder is alive and says what it misses: a loss signal, not a retry
+                // that uses the budget up (only time without progress does)
+                if self.out_of_retries(now) {
                     self.fail_from(psn, WcStatus::RetryExceeded);
                     return;
                 }
-                self.retry_left -= 1;
+                self.on_loss(psn, false);
+                self.rtt_probe = None;
                 self.retrying_from = Some(psn);
                 self.send_psn = psn;
             }
@@ -664,6 +788,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if psn_diff(end, self.una) <= 0 {
             return;
         }
+        self.on_acked(psn_diff(end, self.una) as u32);
+        if let Some((p, sent)) = self.rtt_probe
+            && psn_diff(end, p) > 0
+        {
+            self.rtt_sample(now.0.saturating_sub(sent.0));
+            self.rtt_probe = None;
+        }
+        self.backoff = 0;
+        self.waiting_since = now;
         self.una = end;
         if psn_diff(self.send_psn, end) < 0 {
             self.send_psn = end;
@@ -683,10 +816,44 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
         self.ack_deadline = if psn_diff(self.una, self.sent_end) < 0 {
-            local_ack_timeout(self.cfg.timeout).map(|t| now + t)
+            self.rto().map(|t| now + t)
         } else {
             None
         };
+    }
+
+    /// A round-trip sample, ns (RFC 6298 §2).
+    fn rtt_sample(&mut self, r: u64) {
+        self.min_rtt = self.min_rtt.min(r);
+        self.last_rtt = r;
+        self.srtt = Some(match self.srtt {
+            None => (r, r / 2),
+            Some((srtt, var)) => {
+                let var = (3 * var + srtt.abs_diff(r)) / 4;
+                ((7 * srtt + r) / 8, var)
+            }
+        });
+    }
+
+    /// The retransmission timeout now: RTT-based once measured (srtt + 4·rttvar, at least
+    /// [`MIN_RTO`], doubled per timeout in a row), never longer than the configured local ACK
+    /// timeout; `None` when that is infinite.
+    pub fn rto(&self) -> Option<Duration> {
+        let max = local_ack_timeout(self.cfg.timeout)?;
+        let Some((srtt, var)) = self.srtt else {
+            return Some(max);
+        };
+        let base = Duration::from_nanos(srtt + 4 * var).max(MIN_RTO);
+        Some(base.saturating_mul(1 << self.backoff.min(16)).min(max))
+    }
+
+    /// Whether the oldest request has waited (`retry_cnt` + 1) local ACK timeouts without an
+    /// ACK advancing: then it fails with `RetryExceeded`.
+    fn out_of_retries(&self, now: Instant) -> bool {
+        local_ack_timeout(self.cfg.timeout).is_some_and(|t| {
+            now.0.saturating_sub(self.waiting_since.0)
+                >= (t.as_nanos() as u64) * (u64::from(self.cfg.retry_cnt) + 1)
+        })
     }
 
     fn complete(&mut self, wr: WorkRequest, status: WcStatus) {
