@@ -67,7 +67,8 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         gev_version: (2, 2),
         seed: o.seed,
         duration: None,
-        link_mbps: 10_000,
+        // loopback is no 10G link: pace only above what it carries
+        link_mbps: 100_000,
         first_frame_mbps: 0,
         roce: true,
         roce_port: DEMO_CAMERA_ROCE_PORT,

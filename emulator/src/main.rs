@@ -126,11 +126,13 @@ struct RunArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
-    /// Link speed in Mbit/s (GevLinkSpeed): GVSP packets never leave faster than this, like a
-    /// real GigE camera's. 1000 by default, which a host on the same 2-core machine keeps up
-    /// with; at 10000 aravis on a loaded machine loses packets faster than it can ask for them.
-    #[arg(long, default_value_t = 1000)]
-    link_mbps: u32,
+    /// Link speed in Mbit/s (GevLinkSpeed): no packet leaves faster than this, GVSP or ORSP
+    /// (ORSP's RoCEv2 also slows down on CNPs, with DCQCN). Default 1000 with --transport gvsp
+    /// (a GigE camera, a pace a host on the same 2-core machine keeps up with; at 10000 aravis
+    /// on a loaded machine loses packets faster than it can ask for them), 10000 with udp and
+    /// verbs (a 10G RoCE NIC).
+    #[arg(long)]
+    link_mbps: Option<u32>,
     /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed): hosts such as
     /// aravis size their socket buffer only when that frame arrives.
     #[arg(long, default_value_t = 1000)]
@@ -255,7 +257,10 @@ fn main() -> ExitCode {
                 gev_version: a.gev_version,
                 seed: a.seed,
                 duration: a.duration.map(std::time::Duration::from_secs_f64),
-                link_mbps: a.link_mbps,
+                link_mbps: a.link_mbps.unwrap_or(match a.transport {
+                    Transport::Gvsp => 1000,
+                    Transport::Udp | Transport::Verbs => 10_000,
+                }),
                 first_frame_mbps: a.first_frame_mbps,
                 roce: a.transport == Transport::Udp,
                 roce_port: a.roce_port,

@@ -34,6 +34,9 @@ pub struct LinkConfig {
     /// Line rate in bit/s: packets leave one after the other at this rate and queue behind
     /// each other (0 = infinitely fast, only the delay counts).
     pub rate_bps: u64,
+    /// Mark an ECN-capable packet Congestion Experienced when it would wait longer than this in
+    /// the line's queue, as a switch with ECN marking does (`None` = never).
+    pub ecn_queue: Option<Duration>,
 }
 
 impl LinkConfig {
@@ -48,6 +51,7 @@ impl LinkConfig {
             delay: Duration::from_micros(5),
             jitter: Duration::ZERO,
             rate_bps: 0,
+            ecn_queue: None,
         }
     }
     /// A link that loses `p` of packets.
@@ -131,6 +135,10 @@ impl Link {
         let bits = (pkt.len() as u64 + 24) * 8; // Ethernet header, FCS, preamble, gap
         let now = match (bits * 1_000_000_000).checked_div(self.cfg.rate_bps) {
             Some(ns) => {
+                let queued = Duration::from_nanos(self.free_at.0.saturating_sub(now.0));
+                if self.cfg.ecn_queue.is_some_and(|t| queued > t) && mark_ce(&mut pkt) {
+                    self.stats.marked += 1;
+                }
                 self.free_at = self.free_at.max(now) + Duration::from_nanos(ns);
                 self.free_at
             }
@@ -173,6 +181,11 @@ impl Link {
             self.queue
                 .push(Reverse((now + delay, self.seq, pkt.clone())));
         }
+    }
+
+    /// How long a packet offered at `now` would wait in the line's queue.
+    pub fn queue_delay(&self, now: Instant) -> Duration {
+        Duration::from_nanos(self.free_at.0.saturating_sub(now.0))
     }
 
     /// When the next packet arrives.

@@ -17,8 +17,9 @@ use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE, failu
 use crate::orsp::msg::event;
 use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel};
 use crate::rc::{
-    Completion, Instant, Path, PayloadSource, Placement, QueuePair, RecvStatus, RequesterConfig,
-    RequesterCounters, ResponderConfig, TxPacket, WcStatus, WorkRequest, split_rocev2,
+    Completion, DcqcnConfig, Instant, Path, PayloadSource, Placement, QueuePair, RateConfig,
+    RecvStatus, RequesterConfig, RequesterCounters, ResponderConfig, TxPacket, WcStatus,
+    WorkRequest, split_rocev2,
 };
 use crate::wire::Opcode;
 
@@ -408,7 +409,11 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             return;
         }
         let mut path = Path::new(self.local_ip, host_ip);
-        path.src_port = self.ports.camera_tx;
+        // TX_TUNING's source port when the host chose one (ECMP entropy), else the transport's
+        path.src_port = match p.src_port {
+            0 => self.ports.camera_tx,
+            port => port,
+        };
         path.dst_port = self.ports.host_rx;
         path.dscp = p.tos >> 2;
         path.ecn = p.tos & 3;
@@ -419,6 +424,13 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         rq.rnr_retry = p.rnr_retry;
         rq.ack_req_every = 64;
         rq.max_unacked = 128; // like rxe: a loss costs at most 128 packets of go-back-N
+        // the link speed (or the host's RATE_LIMIT) caps the rate; DCQCN cuts it on CNPs, as
+        // RoCE NICs do, from that line rate
+        let line = u64::from(p.rate_limit_mbps) * 1_000_000 / 8;
+        rq.rate = RateConfig {
+            static_limit: (line > 0).then_some(line),
+            dcqcn: (p.dcqcn && line > 0).then(|| DcqcnConfig::new(line)),
+        };
         let mut rs = ResponderConfig::new(p.device_qpn, p.host_qpn, p.host_sq_psn, path);
         rs.pmtu = p.pmtu;
         let mut qp = Qp::new(rq, rs);

@@ -823,3 +823,52 @@ fn an_oversized_host_send_ends_the_connection_with_a_readable_status() {
         "STATUS {status:#x}"
     );
 }
+
+/// Rate control reaches ORSP (issue: ORSP that survives lossy links): the host's
+/// OrspRateLimit (a GenICam feature; 0 = GevLinkSpeed) caps the stream, measured on the
+/// simulation's virtual clock; and the camera's packets are ECN-capable (ECT(0)) by default, so
+/// a switch marks them instead of dropping and the host's CNPs reach DCQCN.
+#[test]
+fn the_rate_limit_caps_orsp_and_packets_are_ecn_capable() {
+    let mut w = World::sized(CAM, HOST, 0x1234, (0.0, 31), 16, true, (512, 256));
+    w.write(regs::CCP, 2);
+    w.write(oregs::BASE + oregs::RATE_LIMIT, 500);
+    assert_eq!(w.read(oregs::BASE + oregs::RATE_LIMIT), 500);
+    w.write(regs::FRAME_RATE, 5000f32.to_bits()); // the limit, not the frame rate, paces
+    assert_eq!(
+        w.read(oregs::BASE + oregs::TX_TUNING) & 3,
+        2,
+        "ECT(0) by default"
+    );
+    w.connect();
+    let t0 = w.now;
+    w.start(40);
+    w.run_until(
+        |w| w.host.stats().stream_end.is_some(),
+        Duration::from_secs(10),
+    );
+    let s = w.host.stats();
+    assert_eq!((s.good, s.bad), (40, 0), "{s:?}");
+    let secs = (w.now.0 - t0.0) as f64 / 1e9;
+    let mbps = 40.0 * 512.0 * 256.0 * 8.0 / secs / 1e6;
+    assert!(
+        mbps <= 500.0,
+        "{mbps:.0} Mbit/s of pixels with a 500 Mbit/s limit"
+    );
+    assert!(
+        mbps >= 400.0,
+        "{mbps:.0} Mbit/s: the limit, not something else, sets the pace"
+    );
+    // the packets the camera sent carry ECT(0)
+    let mut cam_buf = vec![0u8; 9216];
+    w.start(1);
+    let n = w
+        .cam
+        .poll_transmit(w.now + Duration::from_secs(1), &mut cam_buf)
+        .unwrap();
+    assert_eq!(
+        cam_buf[1] & 3,
+        2,
+        "IPv4 ECN field of a camera packet ({n} bytes)"
+    );
+}

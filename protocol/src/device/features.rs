@@ -967,7 +967,26 @@ pub const FEATURES: &[Feature] = &[
         "bits 2..0 retry_cnt, 6..4 rnr_retry, 12..8 ACK timeout exponent.",
         orsp::RETRY,
     ),
-    orsp_rw("OrspTxTuning", "bits 7..0 DSCP/ECN byte.", orsp::TX_TUNING),
+    orsp_rw(
+        "OrspTxTuning",
+        "bits 7..0 DSCP/ECN byte (default 0x02: ECN-capable), bits 31..16 UDP source port (0 = the camera's).",
+        orsp::TX_TUNING,
+    ),
+    orsp_rw(
+        "OrspRateLimit",
+        "Most the ORSP stream sends, Mbit/s of IP bytes (0 = GevLinkSpeed); taken at CONNECT.",
+        orsp::RATE_LIMIT,
+    ),
+    custom(
+        "OrspCongestionControl",
+        "OrspControl",
+        Expert,
+        "DCQCN: the rate drops on CNPs and recovers, as RoCE NICs do; None: CNPs are only counted. Taken at CONNECT.",
+        Kind::Enum {
+            reg: orsp_reg(orsp::CONGESTION_CONTROL, Rw),
+            entries: &[custom_entry("DCQCN", 0), custom_entry("None", 1)],
+        },
+    ),
     orsp_ro(
         "OrspMaxCtrlMsg",
         "Largest camera-to-host message in bytes.",

@@ -1229,7 +1229,10 @@ impl Device {
     /// The ORSP channel just connected. An acquisition already running streams at once: with
     /// RDMA CM the host's RTU (RoCEv2) and its AcquisitionStart (GVCP) travel on different
     /// sockets and may arrive in either order.
-    fn orsp_connected(&mut self, p: ConnectParams) {
+    fn orsp_connected(&mut self, mut p: ConnectParams) {
+        if p.rate_limit_mbps == 0 {
+            p.rate_limit_mbps = self.cfg.link_speed_mbps;
+        }
         self.event(DeviceEvent::OrspConnect(p));
         if self.acquiring {
             self.orsp.start_acquisition();

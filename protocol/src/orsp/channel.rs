@@ -11,6 +11,9 @@ use crate::gev::status;
 use crate::rc::{Completion, PayloadRef, WcStatus, WorkRequest};
 use crate::wire::pmtu::{MessageKind, Pmtu};
 
+/// TX_TUNING's default: DSCP 0, ECN-capable transport ECT(0).
+pub const ECT0: u32 = 0b10;
+
 /// Payload handles at and above this name the channel's own message slots; below are frames.
 pub const MSG_HANDLE_BASE: u32 = 0x8000_0000;
 /// Largest device → host message (MAX_CTRL_MSG).
@@ -84,6 +87,12 @@ pub struct ConnectParams {
     pub timeout: u8,
     /// DSCP/ECN byte.
     pub tos: u8,
+    /// UDP source port the host asked for (TX_TUNING bits 31..16; 0 = the device's choice).
+    pub src_port: u16,
+    /// Most the stream may send, Mbit/s (RATE_LIMIT; 0 = the link speed).
+    pub rate_limit_mbps: u32,
+    /// DCQCN reacts to CNPs (CONGESTION_CONTROL 0).
+    pub dcqcn: bool,
     /// The host's GID (zero = derive `::ffff:` + SCDA).
     pub host_gid: [u8; 16],
 }
@@ -125,6 +134,8 @@ pub struct OrspChannel<const BUFS: usize> {
     retry: u32,
     tx_tuning: u32,
     tos_capable: bool,
+    rate_limit: u32,
+    congestion_control: u32,
     write_chunk: u32,
     cm_port: u32,
     announced: Vec<Descriptor, BUFS>,
@@ -163,8 +174,12 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             path_mtu: max_pmtu as u32,
             max_pmtu: max_pmtu as u32,
             retry: 6 | (7 << 4) | (14 << 8),
-            tx_tuning: 0,
+            // ECN-capable (ECT(0)) unless the host says otherwise: switches mark it instead of
+            // dropping, and the host's CNPs drive DCQCN
+            tx_tuning: ECT0,
             tos_capable: true,
+            rate_limit: 0,
+            congestion_control: 0,
             write_chunk: DEFAULT_WRITE_CHUNK,
             cm_port: 0,
             announced: Vec::new(),
@@ -234,6 +249,8 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             regs::TRANSPORT => 0,
             regs::RETRY => self.retry,
             regs::TX_TUNING => self.tx_tuning,
+            regs::RATE_LIMIT => self.rate_limit,
+            regs::CONGESTION_CONTROL => self.congestion_control,
             regs::MAX_CTRL_MSG => MAX_CTRL_MSG as u32,
             regs::DEV_RECV_DEPTH => DEV_RECV_DEPTH,
             regs::DEV_RECV_SIZE => DEV_RECV_SIZE,
@@ -304,7 +321,21 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
                 self.retry = v & 0x1f77;
             }
             regs::TX_TUNING => {
+                if v & 0xff00 != 0 {
+                    return Err(status::INVALID_PARAMETER); // reserved bits
+                }
                 self.tx_tuning = if self.tos_capable { v } else { v & !0xff };
+            }
+            regs::RATE_LIMIT => {
+                settable(locked)?;
+                self.rate_limit = v;
+            }
+            regs::CONGESTION_CONTROL => {
+                settable(locked)?;
+                if v > 1 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.congestion_control = v;
             }
             regs::WRITE_CHUNK => {
                 if v != 0 && v < 4096 {
@@ -388,6 +419,9 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             rnr_retry: ((self.retry >> 4) & 7) as u8,
             timeout: ((self.retry >> 8) & 0x1f) as u8,
             tos: self.tx_tuning as u8,
+            src_port: (self.tx_tuning >> 16) as u16,
+            rate_limit_mbps: self.rate_limit,
+            dcqcn: self.congestion_control == 0,
             host_gid: self.host_gid,
         }
     }
@@ -492,6 +526,9 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.disconnect();
         // settings of the host that is gone do not outlive it
         self.write_chunk = DEFAULT_WRITE_CHUNK;
+        self.tx_tuning = if self.tos_capable { ECT0 } else { 0 };
+        self.rate_limit = 0;
+        self.congestion_control = 0;
         if !was_idle {
             self.last_error = event::CONTROL_LOST;
         }

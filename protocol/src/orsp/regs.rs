@@ -29,6 +29,12 @@ pub const CONTROL: u32 = 0x54;
 pub const STATUS: u32 = 0x58;
 pub const CM_PORT: u32 = 0x5C;
 pub const COUNTERS: u32 = 0x60; // 8 × u32
+/// rdmacam extension: the most the ORSP stream may send, Mbit/s of IP bytes (0 = the link
+/// speed, GevLinkSpeed). Taken at CONNECT.
+pub const RATE_LIMIT: u32 = 0x80;
+/// rdmacam extension: congestion control at CONNECT: 0 = DCQCN reacting to CNPs (default, as
+/// RoCE NICs do), 1 = none (CNPs are only counted).
+pub const CONGESTION_CONTROL: u32 = 0x84;
 
 /// CONTROL bits.
 pub const CONTROL_CONNECT: u32 = 0x1;

@@ -291,7 +291,7 @@ pub const MIN_WINDOW: u32 = 4;
 pub const INITIAL_WINDOW: u32 = 16;
 
 /// The shortest RTT-based retransmission timeout.
-pub const MIN_RTO: Duration = Duration::from_micros(250);
+pub const MIN_RTO: Duration = Duration::from_micros(500);
 
 /// Round-trip time above twice the shortest that is taken for scheduling noise, not queueing.
 const QUEUE_SLACK_NS: u64 = 50_000;
