@@ -405,3 +405,27 @@ fn latency_logs_of_camera_and_host_join_on_one_clock() {
         assert!(left <= at, "block {block}: left at {left}, seen at {at}");
     }
 }
+
+/// A camera killed mid-stream: the reference host says the camera stopped answering GVCP, not
+/// "is it reachable" (it used to blame the RoCEv2 path after 11 s).
+#[test]
+fn a_killed_camera_is_named_as_the_cause() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ports = (39589, 47946, 47947);
+    let mut cam = spawn_udp_camera(ports, &["--width", "320", "--height", "240"]);
+    let host = std::thread::spawn(move || {
+        rdmacam_hil::run::run_host(
+            &host_options(ports, 1_000_000, None),
+            &Arc::new(AtomicBool::new(false)),
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let e = format!(
+        "{:#}",
+        host.join().unwrap().expect_err("the stream cannot go on")
+    );
+    assert!(e.contains("stopped answering GVCP"), "{e}");
+}

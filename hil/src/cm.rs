@@ -96,7 +96,7 @@ pub fn connect(
         local_gid: gid(local),
         remote_gid: gid(camera),
         hop_limit: 64,
-        local_ack_timeout: 14,
+        local_ack_timeout: crate::host::HOST_ACK_TIMEOUT,
         cma_src_port: roce.tx_port(),
     };
     let mut req = [0u8; MAD_LEN];

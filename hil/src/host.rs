@@ -11,7 +11,7 @@ use rdmacam_protocol::device::pattern::{self, Frame, FrameSpec, Pattern};
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::orsp::msg::{self, Descriptor, DeviceMessage, Hello};
 use rdmacam_protocol::rc::{
-    Instant, Path, PayloadRef, RecvStatus, Requester, RequesterConfig, ResponderConfig,
+    Instant, Path, PayloadRef, RecvStatus, Requester, RequesterConfig, ResponderConfig, WcStatus,
     WorkRequest, split_rocev2,
 };
 use rdmacam_protocol::wire::Opcode;
@@ -86,9 +86,9 @@ pub struct Stats {
     pub dropped: u64,
     /// Payload bytes received.
     pub bytes: u64,
-    /// Block ids of received frames, in arrival order.
+    /// Block ids of received frames, in arrival order (the newest [`HISTORY`] to 2 × HISTORY).
     pub block_ids: Vec<u64>,
-    /// Frame counters stamped in received frames.
+    /// Frame counters stamped in received frames (the newest, as `block_ids`).
     pub frame_numbers: Vec<u64>,
     /// The camera's HELLO.
     pub hello: Option<Hello>,
@@ -100,7 +100,8 @@ pub struct Stats {
     pub released: u32,
     /// Device messages that did not parse.
     pub garbled: u64,
-    /// Each TRAILER's block id and when it was seen (CLOCK_MONOTONIC ns), for latency.
+    /// Each TRAILER's block id and when it was seen (CLOCK_MONOTONIC ns), for latency (the
+    /// newest, as `block_ids`: a latency log of a longer run holds its last frames).
     pub trailers_seen: Vec<(u64, u64)>,
 }
 
@@ -239,8 +240,8 @@ impl HostCore {
                     self.stats.bad += 1;
                 }
                 self.stats.bytes += valid_size;
-                self.stats.block_ids.push(block_id);
-                self.stats.trailers_seen.push((block_id, seen));
+                push_bounded(&mut self.stats.block_ids, block_id);
+                push_bounded(&mut self.stats.trailers_seen, (block_id, seen));
                 return Some(buffer_id);
             }
             Ok((
@@ -258,7 +259,7 @@ impl HostCore {
                 DeviceMessage::Event {
                     event_id, detail, ..
                 },
-            )) => self.stats.events.push((event_id, detail)),
+            )) => push_bounded(&mut self.stats.events, (event_id, detail)),
             Ok((_, DeviceMessage::Released { count })) => self.stats.released += count,
             Err(_) => self.stats.garbled += 1,
         }
@@ -295,7 +296,7 @@ impl HostCore {
             return false;
         }
         let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
-        self.stats.frame_numbers.push(number);
+        push_bounded(&mut self.stats.frame_numbers, number);
         let frame = Frame {
             number,
             spec,
@@ -307,6 +308,22 @@ impl HostCore {
     }
 }
 
+/// Per-frame records ([`Stats::block_ids`], [`Stats::frame_numbers`], [`Stats::trailers_seen`],
+/// [`Stats::events`]) keep at most the newest this many, so a host that streams for days holds
+/// bounded memory (it grew about 30 bytes a frame); counts are kept in full.
+pub const HISTORY: usize = 65_536;
+
+fn push_bounded<T>(v: &mut Vec<T>, x: T) {
+    if v.len() >= 2 * HISTORY {
+        v.drain(..v.len() - HISTORY);
+    }
+    v.push(x);
+}
+
+/// The local ACK timeout code the reference host uses for its own SENDs and asks the camera to
+/// use (OrspRetry): 537 ms, so either side survives the other pausing for a second or more.
+pub const HOST_ACK_TIMEOUT: u8 = 17;
+
 /// The host on the soft RoCEv2 stack ([`SoftHost`] responder, [`Requester`] for its SENDs).
 pub struct OrspHost {
     core: HostCore,
@@ -315,6 +332,8 @@ pub struct OrspHost {
     msgs: Vec<Vec<u8>>,
     free_msgs: Vec<u32>,
     next_recv: u64,
+    /// SENDs the send queue had no room for yet: posted as it drains, never dropped.
+    backlog: std::collections::VecDeque<WorkRequest>,
 }
 
 impl std::fmt::Debug for OrspHost {
@@ -335,6 +354,7 @@ impl OrspHost {
             msgs: Vec::new(),
             free_msgs: Vec::new(),
             next_recv: 0,
+            backlog: std::collections::VecDeque::new(),
         }
     }
 
@@ -381,7 +401,9 @@ impl OrspHost {
         }
         let mut rq = RequesterConfig::new(c.host_qpn, device_qpn, c.host_sq_psn, path);
         rq.pmtu = pmtu;
-        rq.timeout = 12;
+        // a long ACK timeout costs nothing on loss (the timer is RTT-based below it) and lets a
+        // stalled camera come back: no progress for 8 x 537 ms = 4.3 s before the QP gives up
+        rq.timeout = HOST_ACK_TIMEOUT;
         rq.retry_cnt = 7;
         rq.rnr_retry = 7;
         rq.ack_req_every = 1;
@@ -425,18 +447,38 @@ impl OrspHost {
                 self.msgs.len() as u32 - 1
             }
         };
-        if let Some(rq) = self.requester.as_mut() {
-            let _ = rq.post(WorkRequest {
-                wr_id: u64::from(handle),
-                kind: MessageKind::Send,
-                payload: PayloadRef { handle, offset: 0 },
-                len,
-                remote_va: 0,
-                rkey: 0,
-                imm: 0,
-                solicited: false,
-            });
+        self.backlog.push_back(WorkRequest {
+            wr_id: u64::from(handle),
+            kind: MessageKind::Send,
+            payload: PayloadRef { handle, offset: 0 },
+            len,
+            remote_va: 0,
+            rkey: 0,
+            imm: 0,
+            solicited: false,
+        });
+        self.post_backlog();
+    }
+
+    /// Post what waits, as far as the send queue has room.
+    fn post_backlog(&mut self) {
+        let Some(rq) = self.requester.as_mut() else {
+            return;
+        };
+        while let Some(wr) = self.backlog.front() {
+            if rq.post(*wr).is_err() {
+                break;
+            }
+            self.backlog.pop_front();
         }
+    }
+
+    /// Why the host's own queue pair failed (its SENDs to the camera: QUEUE, ANNOUNCE,
+    /// FLUSH), if it did: the camera stopped acknowledging, or refused a message.
+    pub fn transport_error(&self) -> Option<WcStatus> {
+        let rq = self.requester.as_ref()?;
+        rq.is_error()
+            .then(|| rq.last_failure().unwrap_or(WcStatus::RetryExceeded))
     }
 
     /// A received RoCEv2 IP packet (ICRC checked).
@@ -503,6 +545,7 @@ impl OrspHost {
         if let Some(n) = self.soft.as_mut().and_then(|s| s.poll_transmit(out)) {
             return Some(n);
         }
+        self.post_backlog();
         let rq = self.requester.as_mut()?;
         let p = rq.poll_transmit(now, &self.msgs[..])?;
         out.resize(p.len(), 0);
@@ -527,5 +570,25 @@ impl OrspHost {
     /// Whether the host's own SENDs have all been acknowledged.
     pub fn idle(&self) -> bool {
         self.requester.as_ref().is_none_or(|r| r.outstanding() == 0)
+    }
+}
+
+#[cfg(test)]
+mod bounded {
+    use super::*;
+
+    #[test]
+    fn per_frame_records_stay_bounded() {
+        let mut v = Vec::new();
+        for i in 0..(5 * HISTORY) as u64 {
+            push_bounded(&mut v, i);
+        }
+        assert!(v.len() <= 2 * HISTORY);
+        assert_eq!(
+            v.last(),
+            Some(&(5 * HISTORY as u64 - 1)),
+            "the newest are kept"
+        );
+        assert!(v.windows(2).all(|w| w[1] == w[0] + 1));
     }
 }

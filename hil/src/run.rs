@@ -103,6 +103,47 @@ fn pump(
     Ok(busy)
 }
 
+/// Why frames stopped coming, as far as the camera says: it no longer answers GVCP (killed,
+/// unplugged, rebooted), it ended the connection with an ORSP error (and after how many
+/// resends), or neither (then the RoCEv2 path is the suspect).
+fn stall_cause(
+    gvcp: &mut GvcpClient,
+    roce: std::net::SocketAddr,
+    roce_local: std::net::IpAddr,
+) -> String {
+    let status = match gvcp.read(oregs::BASE + oregs::STATUS) {
+        Ok(s) => s,
+        Err(e) => {
+            return format!(
+                "the camera stopped answering GVCP ({e}): killed, unplugged or rebooted?"
+            );
+        }
+    };
+    let code = status >> 16;
+    if status & 0xf == 15 {
+        let resent = gvcp
+            .read(oregs::BASE + oregs::COUNTERS + 12)
+            .map_or(String::new(), |n| format!(" after {n} packets resent"));
+        let why = match code as u16 {
+            rdmacam_protocol::orsp::msg::event::RETRY_EXCEEDED => {
+                format!("it gave up{resent} without progress (retries exhausted)")
+            }
+            rdmacam_protocol::orsp::msg::event::REMOTE_ERROR => {
+                "this host answered it with a fatal NAK".to_owned()
+            }
+            rdmacam_protocol::orsp::msg::event::HOST_MESSAGE_REFUSED => {
+                "it refused a message this host sent (longer than OrspDevRecvSize?)".to_owned()
+            }
+            _ => "see OrspStatus".to_owned(),
+        };
+        return format!("the camera ended the connection with {code:#06x}: {why}");
+    }
+    format!(
+        "the camera still answers GVCP (OrspStatus {status:#x}), so the RoCEv2 path is the \
+         suspect: is {roce} reachable from {roce_local}?"
+    )
+}
+
 /// The host's IPv6 GID into OrspHostGid.
 fn write_host_gid(gvcp: &mut GvcpClient, gid: std::net::Ipv6Addr) -> Result<()> {
     for (i, w) in gid.octets().chunks(4).enumerate() {
@@ -130,6 +171,13 @@ fn connect_registers(
     gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
     gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
     gvcp.write(oregs::BASE + oregs::PATH_MTU, pmtu as u32)?;
+    // retry 7, rnr_retry 7 and a 537 ms ACK timeout: the camera keeps trying for 4.3 s without
+    // progress, so a host that stalls for a second does not lose the stream (the camera's timer
+    // is RTT-based below this, so loss recovery does not wait for it)
+    gvcp.write(
+        oregs::BASE + oregs::RETRY,
+        7 | (7 << 4) | (u32::from(crate::host::HOST_ACK_TIMEOUT) << 8),
+    )?;
     let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
     let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;
     // the QP must be ready to receive before CONNECT: the HELLO follows at once
@@ -254,6 +302,20 @@ impl Plane {
             }
         }
         Ok(())
+    }
+
+    /// Why the host's own queue pair failed, if it did.
+    fn transport_error(&self) -> Option<String> {
+        match self {
+            Plane::Soft(p) => p.host.transport_error().map(|st| {
+                format!(
+                    "the host's queue pair failed ({st:?}): the camera stopped acknowledging \
+                     the host's messages (QUEUE, ANNOUNCE) for 4 s"
+                )
+            }),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => None,
+        }
     }
 
     fn pump(&mut self) -> Result<bool> {
@@ -469,10 +531,14 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         if s.good + s.bad + s.dropped != seen {
             (seen, moved) = (s.good + s.bad + s.dropped, StdInstant::now());
         } else if moved.elapsed() > Duration::from_secs(10) {
+            let roce = std::net::SocketAddr::new(camera_roce, o.camera_rx_port);
             bail!(
-                "no frame from the camera for 10 s ({seen} so far): is {} reachable from {roce_local}?",
-                std::net::SocketAddr::new(camera_roce, o.camera_rx_port)
+                "no frame from the camera for 10 s ({seen} so far): {}",
+                stall_cause(gvcp, roce, roce_local)
             );
+        }
+        if let Some(why) = plane.transport_error() {
+            bail!("{why} ({seen} frames so far)");
         }
         if !stopping
             && (stop.load(Ordering::SeqCst) || o.duration.is_some_and(|d| start.elapsed() >= d))

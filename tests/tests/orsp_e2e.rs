@@ -33,6 +33,9 @@ struct World {
     host_ip: Ipv4Addr,
     /// CM MADs (UD SENDs to QP1) the camera sent the host, as IP packets.
     cm_inbox: Vec<Vec<u8>>,
+    /// A stalled process runs nothing before this time; what is sent to it waits in the link.
+    cam_paused_until: Instant,
+    host_paused_until: Instant,
 }
 
 impl World {
@@ -111,6 +114,8 @@ impl World {
             req: 1,
             host_ip,
             cm_inbox: Vec::new(),
+            cam_paused_until: Instant::ZERO,
+            host_paused_until: Instant::ZERO,
         }
     }
 
@@ -160,6 +165,11 @@ impl World {
         self.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn);
         self.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu1024 as u32);
         self.write(oregs::BASE + oregs::WRITE_CHUNK, 8192);
+        // as the reference host: retry 7, rnr_retry 7, ACK timeout 537 ms
+        self.write(
+            oregs::BASE + oregs::RETRY,
+            7 | (7 << 4) | (u32::from(rdmacam_hil::host::HOST_ACK_TIMEOUT) << 8),
+        );
         let dqpn = self.read(oregs::BASE + oregs::DEVICE_QPN);
         let dpsn = self.read(oregs::BASE + oregs::DEVICE_SQ_PSN);
         self.host.connect(dqpn, dpsn, Pmtu::Mtu1024);
@@ -180,13 +190,15 @@ impl World {
         let mut buf = Vec::new();
         let mut cam_buf = vec![0u8; 9216];
         let mut busy = true;
+        let cam_runs = self.now >= self.cam_paused_until;
+        let host_runs = self.now >= self.host_paused_until;
         while busy {
             busy = false;
-            while let Some(n) = self.cam.poll_transmit(self.now, &mut cam_buf) {
+            while cam_runs && let Some(n) = self.cam.poll_transmit(self.now, &mut cam_buf) {
                 self.up.send(self.now, cam_buf[..n].to_vec());
                 busy = true;
             }
-            while let Some(p) = self.up.recv(self.now) {
+            while host_runs && let Some(p) = self.up.recv(self.now) {
                 if split_rocev2(&p).is_ok_and(|(.., ib)| ib[0] == Opcode::UD_SEND_ONLY.0) {
                     self.cm_inbox.push(p);
                 } else if self.host_alive {
@@ -194,14 +206,14 @@ impl World {
                 }
                 busy = true;
             }
-            while self.host_alive {
+            while self.host_alive && host_runs {
                 let Some(n) = self.host.poll_transmit(self.now, &mut buf) else {
                     break;
                 };
                 self.down.send(self.now, buf[..n].to_vec());
                 busy = true;
             }
-            while let Some(p) = self.down.recv(self.now) {
+            while cam_runs && let Some(p) = self.down.recv(self.now) {
                 self.cam.handle_datagram(self.now, &p);
                 busy = true;
             }
@@ -216,12 +228,20 @@ impl World {
             if done(self) || self.now >= deadline {
                 return;
             }
+            let (cam_runs, host_runs) = (
+                self.now >= self.cam_paused_until,
+                self.now >= self.host_paused_until,
+            );
             let next = [
-                self.up.next_arrival(),
-                self.down.next_arrival(),
-                self.cam.poll_timeout(),
-                self.host.poll_timeout().filter(|_| self.host_alive),
+                self.up.next_arrival().filter(|_| host_runs),
+                self.down.next_arrival().filter(|_| cam_runs),
+                self.cam.poll_timeout().filter(|_| cam_runs),
+                self.host
+                    .poll_timeout()
+                    .filter(|_| self.host_alive && host_runs),
                 self.heartbeat.then_some(self.next_heartbeat),
+                (!cam_runs).then_some(self.cam_paused_until),
+                (!host_runs).then_some(self.host_paused_until),
                 Some(deadline),
             ]
             .into_iter()
@@ -236,8 +256,10 @@ impl World {
                 self.cam.poll_timeout()
             );
             self.now = self.now.max(next);
-            self.cam.handle_timeout(self.now);
-            if self.host_alive {
+            if self.now >= self.cam_paused_until {
+                self.cam.handle_timeout(self.now);
+            }
+            if self.host_alive && self.now >= self.host_paused_until {
                 self.host.handle_timeout(self.now);
             }
             if self.heartbeat && self.now >= self.next_heartbeat {
@@ -871,4 +893,40 @@ fn the_rate_limit_caps_orsp_and_packets_are_ecn_capable() {
         2,
         "IPv4 ECN field of a camera packet ({n} bytes)"
     );
+}
+
+/// The reference host survives a stall (issue: ORSP that survives stalls): the camera paused
+/// for a second while the host's QUEUE messages wait for their ACKs (the host used to give up
+/// after 134 ms and the stream died silently), and the host paused for a second while the
+/// camera's frames wait for theirs (the camera used to give up after 470 ms): both resume, and
+/// every frame arrives.
+#[test]
+fn a_camera_or_host_paused_for_a_second_resumes_streaming() {
+    for who in ["camera", "host"] {
+        let mut w = World::new(0.0, 41, 8, true);
+        w.connect();
+        w.start(200);
+        w.run_until(|w| w.host.stats().good >= 20, Duration::from_secs(5));
+        let until = w.now + Duration::from_secs(1);
+        match who {
+            "camera" => w.cam_paused_until = until,
+            _ => w.host_paused_until = until,
+        }
+        w.run_until(
+            |w| w.host.stats().stream_end.is_some(),
+            Duration::from_secs(20),
+        );
+        let s = w.host.stats();
+        assert_eq!(
+            (s.good, s.bad, s.dropped),
+            (200, 0, 0),
+            "{who} paused: {s:?}"
+        );
+        assert!(w.host.transport_error().is_none(), "{who} paused");
+        assert_eq!(
+            w.read(oregs::BASE + oregs::STATUS) >> 16,
+            0,
+            "{who} paused: no error"
+        );
+    }
 }

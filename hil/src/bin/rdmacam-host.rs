@@ -136,6 +136,13 @@ fn main() -> ExitCode {
         Ok(s) => s.report(a.json),
         Err(e) => {
             eprintln!("rdmacam-host: {e:#}");
+            if a.json {
+                // a machine reading the JSON line learns of the failure too
+                println!(
+                    "{}",
+                    serde_json::json!({ "ok": false, "error": format!("{e:#}") })
+                );
+            }
             ExitCode::from(2)
         }
     }

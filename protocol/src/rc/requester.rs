@@ -339,6 +339,8 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     backoff: u32,
     /// When the oldest unacknowledged packet started waiting (last progress).
     waiting_since: Instant,
+    /// Why the queue pair went to the error state.
+    failure: Option<WcStatus>,
     rate: RateController,
     src_port: u16,
     ipv4_ident: u16,
@@ -374,6 +376,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             rtt_probe: None,
             backoff: 0,
             waiting_since: Instant::ZERO,
+            failure: None,
             rate: RateController::new(cfg.rate),
             src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
             ipv4_ident: 0,
@@ -402,6 +405,11 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// The rate controller (current rate, α, CNPs handled).
     pub fn rate(&self) -> &RateController {
         &self.rate
+    }
+
+    /// Why the queue pair went to the error state: the status of the request that failed.
+    pub fn last_failure(&self) -> Option<WcStatus> {
+        self.failure
     }
 
     /// Whether the queue pair is in the error state.
@@ -878,6 +886,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// Move to the error state: the request holding `psn` fails with `status`, the rest flush.
     fn fail_from(&mut self, psn: u32, status: WcStatus) {
         self.state = State::Error;
+        self.failure.get_or_insert(status);
         self.ack_deadline = None;
         self.rnr_until = None;
         while let Some(w) = self.sq.pop_front() {
