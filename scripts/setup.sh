@@ -9,17 +9,20 @@
 #    GenApi 1.1 schema (which the tests take out of Debian's arv-test-0.8 with gresource)
 # With --verbs: also cmake and libclang (sideway's build needs them for the `verbs` cargo
 # feature) and libibverbs with its providers (loaded at run time by --transport verbs).
+# With --fuzz: also the nightly toolchain and cargo-fuzz (scripts/fuzz.sh; CI fuzzes briefly).
 # With --vm (root only; implies --verbs): also qemu (x86 and arm), rdma-core/pyverbs and a Debian
 # kernel with rdma_rxe, for the Soft-RoCE scenarios (hil/vm/run-scenarios) and the Zynq firmware
 # in qemu (firmware/scripts/qemu-zynq.sh); about a minute and 250 MB.
 set -euo pipefail
 VM=0
 VERBS=0
+FUZZ=0
 for a in "$@"; do
   case "$a" in
     --vm) VM=1; VERBS=1 ;;
     --verbs) VERBS=1 ;;
-    *) echo "usage: scripts/setup.sh [--verbs] [--vm]" >&2; exit 2 ;;
+    --fuzz) FUZZ=1 ;;
+    *) echo "usage: scripts/setup.sh [--verbs] [--vm] [--fuzz]" >&2; exit 2 ;;
   esac
 done
 SUDO=""
@@ -38,6 +41,10 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null
 rustup target add thumbv7em-none-eabihf armv7a-none-eabi >/dev/null
+if [ "$FUZZ" = 1 ]; then
+  rustup toolchain install nightly --profile minimal >/dev/null
+  command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked -q
+fi
 VENV="$(dirname "$0")/../.venv/genicam"
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import genicam.genapi" 2>/dev/null; then
   /usr/bin/python3 -m venv "$VENV"

@@ -7,8 +7,7 @@
 //! offset, and its ICRC is computed over the bytes as they are (and so comes out bad).
 
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::{BufReader, Read};
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::ExitCode;
@@ -330,21 +329,21 @@ type Captured = (DataLink, Vec<u8>, bool);
 /// Every frame of a capture with its link type, in order, and a warning if the capture ends in a
 /// cut block (its writer was killed): the packets before it are still returned, as tshark does.
 fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
-    let mut file = BufReader::new(
-        File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?,
-    );
-    let mut magic = [0u8; 4];
-    file.read_exact(&mut magic)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let file = BufReader::new(File::open(path).map_err(|e| e.to_string())?);
-    let bad =
-        |e: pcap_file::PcapError| format!("{} is not a readable capture: {e}", path.display());
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    frames_of(&bytes, &path.display().to_string())
+}
+
+/// [`frames`] of a capture held in memory; `name` goes into the messages.
+fn frames_of(bytes: &[u8], name: &str) -> Result<(Vec<Captured>, Option<String>), String> {
+    let magic: [u8; 4] = bytes
+        .get(..4)
+        .and_then(|m| m.try_into().ok())
+        .ok_or_else(|| format!("cannot read {name}: shorter than a capture header"))?;
+    let file = bytes;
+    let bad = |e: pcap_file::PcapError| format!("{name} is not a readable capture: {e}");
     let mut out = Vec::new();
     let cut = |n: usize, e: pcap_file::PcapError| {
-        format!(
-            "{} ends in a cut packet after {n} whole ones (was its writer killed?): {e}",
-            path.display()
-        )
+        format!("{name} ends in a cut packet after {n} whole ones (was its writer killed?): {e}")
     };
     if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
         let mut r = PcapNgReader::new(file).map_err(bad)?;
@@ -373,7 +372,7 @@ fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
                 .interfaces()
                 .get(iface as usize)
                 .map(|i| i.linktype)
-                .ok_or_else(|| format!("{}: packet names a missing interface", path.display()))?;
+                .ok_or_else(|| format!("{name}: packet names a missing interface"))?;
             out.push((link, data, rebuilt));
         }
     } else {
@@ -397,7 +396,17 @@ fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
 /// `unverifiable`), for tests and tools.
 pub fn packets(path: &Path, port: u16) -> Result<Vec<RocePacket>, String> {
     let (frames, _) = frames(path)?;
-    Ok(frames
+    Ok(judge(&frames, port))
+}
+
+/// [`packets`] of a capture held in memory (the fuzz target reads captures this way).
+pub fn packets_of(bytes: &[u8], port: u16) -> Result<Vec<RocePacket>, String> {
+    let (frames, _) = frames_of(bytes, "the capture")?;
+    Ok(judge(&frames, port))
+}
+
+fn judge(frames: &[Captured], port: u16) -> Vec<RocePacket> {
+    frames
         .iter()
         .enumerate()
         .filter_map(|(i, (link, data, rebuilt))| {
@@ -407,7 +416,7 @@ pub fn packets(path: &Path, port: u16) -> Result<Vec<RocePacket>, String> {
             }
             Some(p)
         })
-        .collect())
+        .collect()
 }
 
 /// Run the subcommand; the exit code follows the documented contract (0 good, 1 bad, 2 unreadable).

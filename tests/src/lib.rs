@@ -1,5 +1,7 @@
 //! End-to-end scenarios live in `tests/tests/`; this library holds what they share.
 
+pub mod fuzz;
+
 use std::path::Path;
 use std::process::Command;
 
