@@ -205,8 +205,11 @@ pub fn inspect_capture(data: &[u8]) {
     let _ = rdmacam::inspect::packets_of(data, 4791);
 }
 
+/// A harness: arbitrary bytes in, a panic only on a broken invariant.
+pub type Harness = fn(&[u8]);
+
 /// Every harness by the name of its fuzz target and regression folder.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Harness)] = &[
     ("gvcp_device", gvcp_from_a_bystander),
     ("orsp_host_messages", orsp_host_messages),
     ("cm_mads", cm_mads),
