@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 SECONDS_EACH=${1:-20}
-for t in gvcp_device orsp_host_messages cm_mads requester_acks inspect_capture; do
+for t in gvcp_device orsp_host_messages cm_mads requester_acks camera_hostile inspect_capture; do
   mkdir -p "corpus/$t"
   cp -n regressions/$t/* "corpus/$t/" 2>/dev/null || true
   echo "== fuzz $t for ${SECONDS_EACH}s"

@@ -200,6 +200,98 @@ pub fn requester_acks(data: &[u8]) {
     );
 }
 
+/// The whole camera against a hostile host: control taken and ORSP connected through GVCP as a
+/// host does, acquisition running, then the fuzz pieces arrive as the InfiniBand part of
+/// RoCEv2 packets from the host (SENDs of host messages, ACKs, NAKs, anything) while time
+/// passes and the camera streams. Every RDMA WRITE the camera sends must lie inside a buffer
+/// some ANNOUNCE in the input named (the camera cannot have learnt of any other), and nothing
+/// may panic.
+pub fn camera_hostile(data: &[u8]) {
+    use rdmacam_protocol::camera::RocePorts;
+    use rdmacam_protocol::rc::split_rocev2;
+    use rdmacam_protocol::wire::IbRepr;
+    let mut cfg = DeviceConfig::new(CAM, [2, 0x52, 0, 0, 0, 2], "FUZZ");
+    cfg.width = 64;
+    cfg.height = 16;
+    cfg.frame_rate = 1000.0;
+    let mut cam = rdmacam::camera::new_camera(
+        Device::new(cfg),
+        1,
+        RocePorts {
+            camera_tx: 0xc001,
+            host_rx: 4791,
+        },
+    );
+    let mut out = [0u8; 600];
+    let mut req = 0u16;
+    let mut write = |cam: &mut rdmacam::camera::CameraCore, addr: u32, v: u32| {
+        req += 1;
+        let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08];
+        c.extend_from_slice(&req.to_be_bytes());
+        c.extend_from_slice(&addr.to_be_bytes());
+        c.extend_from_slice(&v.to_be_bytes());
+        let _ = cam.handle_gvcp(Instant::from_millis(1), CONTROLLER, &c, &mut out);
+    };
+    write(&mut cam, regs::CCP, 2);
+    write(&mut cam, regs::SCDA0, u32::from(*CONTROLLER.ip()));
+    write(&mut cam, oregs::BASE + oregs::HOST_QPN, 0x11);
+    write(&mut cam, oregs::BASE + oregs::HOST_SQ_PSN, 0);
+    write(
+        &mut cam,
+        oregs::BASE + oregs::PATH_MTU,
+        Pmtu::Mtu1024 as u32,
+    );
+    write(&mut cam, oregs::BASE + oregs::WRITE_CHUNK, 4096);
+    write(
+        &mut cam,
+        oregs::BASE + oregs::CONTROL,
+        oregs::CONTROL_CONNECT,
+    );
+    write(&mut cam, regs::ACQUISITION_COMMAND, 1);
+    // every buffer any bytes of the input could announce
+    let mut announced: Vec<(u32, u64, u64)> = Vec::new();
+    let (host, me) = (IpAddr::V4(*CONTROLLER.ip()), IpAddr::V4(CAM));
+    let mut now = Instant::from_millis(2);
+    let mut pkt = vec![0u8; 9216];
+    pieces(data, |ib| {
+        for at in 0..ib.len().saturating_sub(3) {
+            if &ib[at..at + 4] == b"ORSP"
+                && let Ok((_, HostMessage::Announce { descriptors, .. })) =
+                    msg::parse_host(&ib[at..])
+            {
+                for d in msg::descriptors(descriptors) {
+                    if let Some(end) = d.addr.checked_add(d.length) {
+                        announced.push((d.rkey, d.addr, end));
+                    }
+                }
+            }
+        }
+        cam.handle_ib(now, host, me, 0, ib);
+        now = now + core::time::Duration::from_micros(200);
+        cam.handle_timeout(now);
+        while let Some(n) = cam.poll_transmit(now, &mut pkt) {
+            let Ok((_, _, _, bytes)) = split_rocev2(&pkt[..n]) else {
+                continue;
+            };
+            if let Ok((repr, _)) = IbRepr::parse(bytes)
+                && let Some(r) = repr.reth
+            {
+                let end = r.va.checked_add(u64::from(r.dma_len));
+                let inside = end.is_some_and(|end| {
+                    announced
+                        .iter()
+                        .any(|&(rkey, lo, hi)| rkey == r.rkey && r.va >= lo && end <= hi)
+                });
+                assert!(
+                    inside,
+                    "WRITE to {:#x}+{} (rkey {:#x}) outside every announced buffer",
+                    r.va, r.dma_len, r.rkey
+                );
+            }
+        }
+    });
+}
+
 /// A capture file as `rdmacam inspect` reads it (pcap or pcapng, any link type): no panic.
 pub fn inspect_capture(data: &[u8]) {
     let _ = rdmacam::inspect::packets_of(data, 4791);
@@ -214,5 +306,6 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("orsp_host_messages", orsp_host_messages),
     ("cm_mads", cm_mads),
     ("requester_acks", requester_acks),
+    ("camera_hostile", camera_hostile),
     ("inspect_capture", inspect_capture),
 ];
