@@ -171,12 +171,12 @@ fn connect_registers(
     gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
     gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
     gvcp.write(oregs::BASE + oregs::PATH_MTU, pmtu as u32)?;
-    // retry 7, rnr_retry 7 and a 537 ms ACK timeout: the camera keeps trying for 4.3 s without
-    // progress, so a host that stalls for a second does not lose the stream (the camera's timer
-    // is RTT-based below this, so loss recovery does not wait for it)
+    // retry 6 (rxe takes 7 as "forever"), rnr_retry 7 and a 537 ms ACK timeout: the camera
+    // keeps trying for 3.7 s without progress, so a host that stalls for a second does not lose
+    // the stream (the camera's timer is RTT-based below this: loss recovery does not wait)
     gvcp.write(
         oregs::BASE + oregs::RETRY,
-        7 | (7 << 4) | (u32::from(crate::host::HOST_ACK_TIMEOUT) << 8),
+        6 | (7 << 4) | (u32::from(crate::host::HOST_ACK_TIMEOUT) << 8),
     )?;
     let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
     let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;

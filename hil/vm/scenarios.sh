@@ -212,8 +212,12 @@ sleep 3
 kill -9 $(pgrep -f "rdmacam-host --transport verbs") 2>/dev/null
 wait $victim 2>/dev/null
 failed_b=0 idle_b=0
+# the killed host's connection ends either way: the camera's retries run out (3.7 s without
+# progress at the reference host's OrspRetry) or its heartbeat expires first (3 s), which
+# disconnects ORSP too; then the camera is idle
 for _ in $(seq 150); do
-  [[ $(grep -c "ORSP connection failed" "$OUT/s4-camera.log") -ge 2 ]] && failed_b=1
+  if [[ $(grep -c "ORSP connection failed" "$OUT/s4-camera.log") -ge 2 ]] \
+      || grep -q "heartbeat expired" "$OUT/s4-camera.log"; then failed_b=1; fi
   grep -q "heartbeat expired" "$OUT/s4-camera.log" && idle_b=1
   [[ $failed_b == 1 && $idle_b == 1 ]] && break
   sleep 0.1

@@ -165,10 +165,10 @@ impl World {
         self.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn);
         self.write(oregs::BASE + oregs::PATH_MTU, Pmtu::Mtu1024 as u32);
         self.write(oregs::BASE + oregs::WRITE_CHUNK, 8192);
-        // as the reference host: retry 7, rnr_retry 7, ACK timeout 537 ms
+        // as the reference host: retry 6, rnr_retry 7, ACK timeout 537 ms
         self.write(
             oregs::BASE + oregs::RETRY,
-            7 | (7 << 4) | (u32::from(rdmacam_hil::host::HOST_ACK_TIMEOUT) << 8),
+            6 | (7 << 4) | (u32::from(rdmacam_hil::host::HOST_ACK_TIMEOUT) << 8),
         );
         let dqpn = self.read(oregs::BASE + oregs::DEVICE_QPN);
         let dpsn = self.read(oregs::BASE + oregs::DEVICE_SQ_PSN);
