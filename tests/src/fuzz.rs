@@ -80,7 +80,8 @@ pub fn orsp_host_messages(data: &[u8]) {
         return;
     }
     c.start_acquisition();
-    // buffers the channel may write: what valid ANNOUNCEs named
+    // buffers the channel may write: what valid ANNOUNCEs named (a FLUSH that forgets them
+    // leaves them here: WRITEs already queued may still go to them)
     let mut announced: Vec<(u32, u64, u64)> = Vec::new();
     let frame = Frame {
         number: 0,
@@ -102,11 +103,6 @@ pub fn orsp_host_messages(data: &[u8]) {
                     announced.push((d.rkey, d.addr, d.addr + d.length));
                 }
             }
-        }
-        if let Ok((_, HostMessage::Flush { flags })) = msg::parse_host(m)
-            && flags & msg::FLUSH_FORGET != 0
-        {
-            // the channel forgets them too; WRITEs already queued stay checked against them
         }
         c.on_host_message(m);
         handle += 1;
