@@ -77,16 +77,37 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     assert!(s["retransmitted_packets"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480 * 2));
 
-    // 20 % loss both ways: slow, but every frame arrives (it used to end after a few dozen
-    // frames in "retries exhausted" while the link still delivered)
+    // 20 % loss both ways: slow, but the stream goes on to the end (it used to die after a few
+    // dozen frames in "retries exhausted" while the link still delivered); a frame may be
+    // dropped by the camera when the host's lossy QUEUEs come late, and is then reported
     let (code, s, text) = demo(&[
-        "--frames", "30", "--width", "640", "--height", "480", "--loss", "0.2", "--seed", "5",
+        "--frames",
+        "30",
+        "--width",
+        "640",
+        "--height",
+        "480",
+        "--loss",
+        "0.2",
+        "--seed",
+        "5",
+        "--fps",
+        "20",
+        "--buffers",
+        "32",
     ]);
     assert_eq!(code, 0, "{text}");
-    assert_eq!(
-        (s["frames_received"].as_u64(), s["frames_bad"].as_u64()),
-        (Some(30), Some(0))
+    let (received, dropped) = (
+        s["frames_received"].as_u64().unwrap(),
+        s["frames_dropped"].as_u64().unwrap(),
     );
+    assert_eq!(s["frames_bad"].as_u64(), Some(0), "{s}");
+    assert_eq!(
+        received + dropped,
+        30,
+        "every frame arrived or was reported dropped: {s}"
+    );
+    assert!(received >= 20, "{s}");
 }
 
 #[test]

@@ -472,9 +472,10 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     }
     let t0 = StdInstant::now();
     while plane.stats().hello.is_none() {
-        if t0.elapsed() > Duration::from_secs(1) {
+        // a lossy link may take a few resends of the HELLO
+        if t0.elapsed() > Duration::from_secs(5) {
             bail!(
-                "no HELLO from the camera within 1 s: is {} reachable from {roce_local}?",
+                "no HELLO from the camera within 5 s: is {} reachable from {roce_local}?",
                 std::net::SocketAddr::new(camera_roce, o.camera_rx_port)
             );
         }

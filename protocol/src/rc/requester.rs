@@ -290,6 +290,10 @@ pub const MIN_WINDOW: u32 = 4;
 /// round trips stay short).
 pub const INITIAL_WINDOW: u32 = 16;
 
+/// The retransmission timeout before any round trip has been measured (doubled per timeout in
+/// a row, never beyond the configured one).
+pub const INITIAL_RTO: Duration = Duration::from_millis(20);
+
 /// The shortest RTT-based retransmission timeout.
 pub const MIN_RTO: Duration = Duration::from_micros(500);
 
@@ -849,7 +853,13 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     pub fn rto(&self) -> Option<Duration> {
         let max = local_ack_timeout(self.cfg.timeout)?;
         let Some((srtt, var)) = self.srtt else {
-            return Some(max);
+            // nothing measured yet: a first message (a HELLO) lost on a long configured timeout
+            // would wait out all of it
+            return Some(
+                INITIAL_RTO
+                    .saturating_mul(1 << self.backoff.min(16))
+                    .min(max),
+            );
         };
         let base = Duration::from_nanos(srtt + 4 * var).max(MIN_RTO);
         Some(base.saturating_mul(1 << self.backoff.min(16)).min(max))
