@@ -666,11 +666,6 @@ struct GvspBatch {
     said_too_big: bool,
 }
 
-/// `EMSGSIZE`: the datagram is larger than the path MTU and may not be fragmented.
-fn libc_emsgsize() -> i32 {
-    nix::errno::Errno::EMSGSIZE as i32
-}
-
 impl GvspBatch {
     fn new(gso: bool) -> Self {
         GvspBatch {
@@ -730,10 +725,11 @@ impl GvspBatch {
         ) {
             // with Don't Fragment on, a packet larger than the path MTU cannot leave: a test
             // packet of a host's packet-size negotiation is meant to fail so; say it once
-            if e.raw_os_error() != Some(libc_emsgsize()) || !self.said_too_big {
+            let too_big = e.raw_os_error() == Some(nix::errno::Errno::EMSGSIZE as i32);
+            if !too_big || !self.said_too_big {
                 warn!(%dst, "GVSP send failed: {e}");
             }
-            self.said_too_big |= e.raw_os_error() == Some(libc_emsgsize());
+            self.said_too_big |= too_big;
         }
     }
 }

@@ -333,12 +333,7 @@ fn pmtudisc_do(s: &UdpSocket, v6: bool) -> std::io::Result<()> {
             libc::IPV6_PMTUDISC_DO,
         )
     } else {
-        set_int(
-            s,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DO,
-        )
+        set_dont_fragment(s, true)
     }
 }
 

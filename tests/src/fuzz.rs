@@ -29,12 +29,23 @@ const CAM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 const CONTROLLER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1), 50000);
 const BYSTANDER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 9), 50001);
 
-fn gvcp_write(d: &mut Device, src: SocketAddrV4, addr: u32, v: u32) {
-    let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08, 0x00, 0x01];
+/// A WRITEREG command (ACK wanted) of `v` to `addr`.
+fn writereg(req: u16, addr: u32, v: u32) -> Vec<u8> {
+    let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08];
+    c.extend_from_slice(&req.to_be_bytes());
     c.extend_from_slice(&addr.to_be_bytes());
     c.extend_from_slice(&v.to_be_bytes());
+    c
+}
+
+fn gvcp_write(d: &mut Device, src: SocketAddrV4, addr: u32, v: u32) {
     let mut out = [0u8; 600];
-    let _ = d.handle_gvcp(Instant::from_millis(1), src, &c, &mut out);
+    let _ = d.handle_gvcp(
+        Instant::from_millis(1),
+        src,
+        &writereg(1, addr, v),
+        &mut out,
+    );
 }
 
 /// GVCP into the device from a host that is not in control: whatever it sends, nothing the
@@ -222,10 +233,7 @@ pub fn camera_hostile(data: &[u8]) {
     let mut req = 0u16;
     let mut write = |cam: &mut rdmacam::camera::CameraCore, addr: u32, v: u32| {
         req += 1;
-        let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08];
-        c.extend_from_slice(&req.to_be_bytes());
-        c.extend_from_slice(&addr.to_be_bytes());
-        c.extend_from_slice(&v.to_be_bytes());
+        let c = writereg(req, addr, v);
         let _ = cam.handle_gvcp(Instant::from_millis(1), CONTROLLER, &c, &mut out);
     };
     write(&mut cam, regs::CCP, 2);
