@@ -14,12 +14,12 @@ mod pixel;
 
 use pixel::PixelFormat;
 
-#[path = "src/device/features.rs"]
+#[path = "src/device/features/mod.rs"]
 mod features;
 
 fn main() {
     for f in [
-        "src/device/features.rs",
+        "src/device/features",
         "src/device/regs.rs",
         "src/orsp/regs.rs",
         "src/gev/pixel.rs",

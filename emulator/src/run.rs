@@ -221,11 +221,13 @@ impl RunOptions {
                 );
             }
         }
-        if let Some(Kind::Float { min, max, unit, .. }) =
-            by_name("AcquisitionFrameRate").map(|f| f.kind)
-            && !(min..=max).contains(&self.fps)
+        // the camera shortens its exposure to fit the frame rate: the bound is 1 / 1 us, capped
+        if let Some(Kind::Float { min, unit, .. }) = by_name("AcquisitionFrameRate").map(|f| f.kind)
         {
-            bail!("--fps {} is out of range: {min}..{max} {unit}", self.fps);
+            let max = rdmacam_protocol::device::acquisition::frame_rate_limit(1.0) as f32;
+            if !(min..=max).contains(&self.fps) {
+                bail!("--fps {} is out of range: {min}..{max} {unit}", self.fps);
+            }
         }
         Ok(())
     }

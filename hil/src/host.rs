@@ -86,6 +86,8 @@ pub struct Stats {
     pub dropped: u64,
     /// Payload bytes received.
     pub bytes: u64,
+    /// Good frames that carried chunk data (parsed, ChunkFrameID and ChunkWidth checked).
+    pub chunk_frames: u64,
     /// Block ids of received frames, in arrival order (the newest [`HISTORY`] to 2 × HISTORY).
     pub block_ids: Vec<u64>,
     /// Frame counters stamped in received frames (the newest, as `block_ids`).
@@ -230,10 +232,12 @@ impl HostCore {
                     status,
                     valid_size,
                     block_id,
+                    chunks,
                 },
             )) => {
                 let seen = crate::net::monotonic_ns();
-                let good = status == 0 && self.check_frame(buffer_id, block_id, valid_size, frames);
+                let good = status == 0
+                    && self.check_frame(buffer_id, block_id, valid_size, chunks, frames);
                 if good {
                     self.stats.good += 1;
                 } else {
@@ -272,7 +276,14 @@ impl HostCore {
     }
 
     /// Compare a buffer with the synthetic frame its stamp names.
-    fn check_frame(&mut self, buffer_id: u32, block_id: u64, valid: u64, frames: &[u8]) -> bool {
+    fn check_frame(
+        &mut self,
+        buffer_id: u32,
+        block_id: u64,
+        valid: u64,
+        chunks: Option<rdmacam_protocol::gev::gvsp::TrailerChunks>,
+        frames: &[u8],
+    ) -> bool {
         let Some((leader_block, leader)) = self.leaders.remove(&buffer_id) else {
             return false;
         };
@@ -292,8 +303,41 @@ impl HostCore {
         let Some(mem) = frames.get(start..start + self.cfg.buffer_size) else {
             return false;
         };
-        if leader_block != block_id || valid as usize != size || size > mem.len() || size < 8 {
+        // with chunk data the trailer says so, and the leader did too
+        if chunks.is_some() != leader.chunks {
             return false;
+        }
+        let payload = match chunks {
+            Some(c) if c.payload_len as u64 == valid => valid as usize,
+            Some(_) => return false,
+            None => size,
+        };
+        if leader_block != block_id || valid as usize != payload || payload > mem.len() || size < 8
+        {
+            return false;
+        }
+        if chunks.is_some() {
+            match parse_chunks(&mem[..payload]) {
+                Some(list)
+                    if list
+                        .first()
+                        .is_some_and(|&(_, at, len)| at == 0 && len == size) =>
+                {
+                    self.stats.chunk_frames += 1;
+                    let value = |id: u32| {
+                        list.iter()
+                            .find(|c| c.0 == id)
+                            .map(|&(_, at, len)| &mem[at..at + len])
+                    };
+                    // ChunkFrameID, when present, is the block id; ChunkWidth the leader's
+                    if value(0x5243_0001).is_some_and(|v| v != block_id.to_be_bytes())
+                        || value(0x5243_0003).is_some_and(|v| v != leader.width.to_be_bytes())
+                    {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
         }
         let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
         push_bounded(&mut self.stats.frame_numbers, number);
@@ -301,11 +345,31 @@ impl HostCore {
             number,
             spec,
             timestamp: 0,
+            chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
         };
         self.scratch.resize(size, 0);
         pattern::fill(self.cfg.seed, &frame, 0, &mut self.scratch);
         mem[..size] == self.scratch[..]
     }
+}
+
+/// The chunks of a payload, parsed from its end as the GenICam chunk format for GigE Vision
+/// lays them out (each chunk's data, then its ID and length, big-endian): (ID, offset, length)
+/// from the first chunk (the image, at offset 0) to the last. `None` if the chain does not end
+/// exactly at offset 0.
+pub fn parse_chunks(payload: &[u8]) -> Option<Vec<(u32, usize, usize)>> {
+    let mut out = Vec::new();
+    let mut end = payload.len();
+    while end > 0 {
+        let tag = payload.get(end.checked_sub(8)?..end)?;
+        let id = u32::from_be_bytes(tag[..4].try_into().ok()?);
+        let len = u32::from_be_bytes(tag[4..].try_into().ok()?) as usize;
+        let start = (end - 8).checked_sub(len)?;
+        out.push((id, start, len));
+        end = start;
+    }
+    out.reverse();
+    Some(out)
 }
 
 /// Per-frame records ([`Stats::block_ids`], [`Stats::frame_numbers`], [`Stats::trailers_seen`],

@@ -258,7 +258,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
 
     /// The synthetic pixels of `frame`.
     pub fn render(&mut self, frame: &Frame, buf: &mut [u8]) {
-        self.source.read(frame, 0, buf);
+        crate::device::chunks::read_payload(&self.source, frame, 0, buf);
     }
 
     /// Hand a rendered frame in `slot` to ORSP; the slot stays taken while it is in flight.
@@ -608,8 +608,10 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
                 Some(buf) => {
                     let held = &mut self.held[slot as usize];
                     match held {
-                        Some(h) if h.size() == buf.len() => self.source.refresh(h, &frame, buf),
-                        _ => self.source.read(&frame, 0, buf),
+                        Some(h) if h.size() == buf.len() => {
+                            crate::device::chunks::refresh_payload(&self.source, h, &frame, buf)
+                        }
+                        _ => crate::device::chunks::read_payload(&self.source, &frame, 0, buf),
                     }
                     *held = Some(frame);
                     self.offer_frame(&frame, slot);

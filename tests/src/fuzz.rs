@@ -105,6 +105,7 @@ pub fn orsp_host_messages(data: &[u8]) {
             pattern: Pattern::Gradient,
         },
         timestamp: 0,
+        chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
     };
     let mut handle = 0;
     pieces(data, |m| {

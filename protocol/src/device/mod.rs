@@ -6,10 +6,15 @@
 //! send, [`Device::poll_timeout`] / [`Device::handle_timeout`] for the heartbeat and pacing.
 //! Formats and numbers: `reference/gev.md` §2-3.
 
+pub mod acquisition;
+pub mod actions;
+pub mod chunks;
+pub mod events;
 pub mod features;
 pub mod pattern;
 pub mod regs;
 pub mod stream;
+pub mod timestamps;
 
 use core::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -23,8 +28,15 @@ use crate::orsp::regs as orsp_regs;
 use crate::orsp::{self, ConnectParams, OrspChannel};
 use crate::rc::Instant;
 use crate::wire::pmtu::Pmtu;
+use acquisition::{Acquisition, Exposure, Timing, TriggerOutcome};
+use actions::{ActionCounters, ActionOutcome, Actions};
+use chunks::Chunks;
+use events::{EventCounters, EventItem, MessageChannel, MessagePacket};
+use features::acquisition::{activation, command, source};
+use features::events::EVENTS;
 use pattern::{FrameSource, FrameSpec, Pattern};
 use stream::{ChannelConfig, GvspChannel, StreamCounters, StreamPacket};
+use timestamps::Clock;
 
 /// Buffers one ORSP channel can track (MAX_BUFFERS).
 pub const ORSP_BUFFERS: usize = 256;
@@ -32,6 +44,8 @@ pub const ORSP_BUFFERS: usize = 256;
 /// The GenICam description served from device memory at [`regs::XML_BASE`], written at build
 /// time from the feature table ([`features`]).
 pub const GENICAM_XML: &str = include_str!(concat!(env!("OUT_DIR"), "/rdmacam.xml"));
+
+const _: () = assert!(GENICAM_XML.len() <= regs::XML_WINDOW as usize);
 
 /// Identity and defaults of a device.
 #[derive(Debug, Clone)]
@@ -72,6 +86,8 @@ pub struct DeviceConfig {
     pub pattern: Pattern,
     /// Initial frame rate (frames per second).
     pub frame_rate: f32,
+    /// Initial exposure time (µs); [`Device::new`] shortens it to fit `frame_rate`.
+    pub exposure_us: f32,
     /// UDP source port of the stream channel (SCSP).
     pub stream_source_port: u16,
     /// Link speed in Mbit/s (0x670).
@@ -96,6 +112,12 @@ pub struct DeviceConfig {
     /// OrspCaps read 0 and the ORSP registers refuse writes with NOT_IMPLEMENTED, so a host
     /// can tell "this camera offers no ORSP" from "the camera is unreachable".
     pub orsp_offered: bool,
+    /// Device ticks (ns) = the I/O layer's [`Instant`] + this. The emulator puts the machine's
+    /// real-time clock here so cameras on one machine share a time base
+    /// ([`timestamps`]); 0 counts from the I/O layer's epoch.
+    pub tick_offset: u64,
+    /// UDP source port of the message channel (MCSP): where events leave from.
+    pub message_source_port: u16,
 }
 
 fn s<const N: usize>(v: &str) -> String<N> {
@@ -131,6 +153,7 @@ impl DeviceConfig {
             pixel_format: PixelFormat::Mono8,
             pattern: Pattern::Gradient,
             frame_rate: 30.0,
+            exposure_us: 10_000.0,
             stream_source_port: 0,
             link_speed_mbps: 10_000,
             heartbeat_ms: 3000,
@@ -140,6 +163,8 @@ impl DeviceConfig {
                 ^ (u64::from(u32::from(ip)) << 16),
             orsp_max_pmtu: Pmtu::Mtu4096,
             orsp_offered: true,
+            tick_offset: 0,
+            message_source_port: 0,
         }
     }
 }
@@ -219,7 +244,9 @@ struct LastAck {
 #[derive(Debug)]
 pub struct Device {
     cfg: DeviceConfig,
-    epoch: Option<Instant>,
+    clock: Clock,
+    /// The latest time the I/O layer gave (for events raised where no time is passed).
+    last_now: Instant,
     ip: Ipv4Addr,
     netmask: Ipv4Addr,
     gateway: Ipv4Addr,
@@ -230,7 +257,6 @@ pub struct Device {
     gvcp_config: u32,
     gvsp_config: u32,
     pending_timeout: u32,
-    latched: u64,
     ccp: u32,
     controller: Option<SocketAddrV4>,
     heartbeat_deadline: Option<Instant>,
@@ -242,11 +268,13 @@ pub struct Device {
     /// The camera registers (0x1F000..0x1F100) a host writes, checked against
     /// [`features::FEATURES`] on the way in.
     cam: [u32; CAM_WORDS],
-    acquiring: bool,
-    frames_this_acquisition: u32,
+    acq: Acquisition,
+    /// Input Line0's level (edges fire triggers whose source is Line0).
+    line0: bool,
+    messages: MessageChannel,
+    actions: Actions,
     stop_after_frame: bool,
     orsp_memory_free: bool,
-    next_frame_at: Instant,
     channel: GvspChannel,
     orsp: OrspChannel<ORSP_BUFFERS>,
     cm: Option<(u16, CmListener)>,
@@ -289,7 +317,6 @@ impl Device {
             gvcp_config: 0,
             gvsp_config: 0,
             pending_timeout: 1000,
-            latched: 0,
             ccp: 0,
             controller: None,
             heartbeat_deadline: None,
@@ -306,15 +333,28 @@ impl Device {
                 set(regs::PIXEL_FORMAT, cfg.pixel_format.pfnc());
                 set(regs::FRAME_COUNT, 1);
                 set(regs::FRAME_RATE, cfg.frame_rate.to_bits());
-                set(regs::EXPOSURE_TIME, 10_000f32.to_bits());
+                // a frame period holds one exposure
+                let exposure = cfg
+                    .exposure_us
+                    .min((1e6 / f64::from(cfg.frame_rate)) as f32);
+                set(regs::EXPOSURE_TIME, exposure.max(1.0).to_bits());
                 set(regs::TEST_PATTERN, cfg.pattern as u32);
+                set(regs::ACTION_SELECTOR, 1);
+                for i in 0..regs::TRIGGERS {
+                    set(
+                        regs::TRIGGER_SOURCE + i * regs::TRIGGER_STRIDE,
+                        source::SOFTWARE,
+                    );
+                }
+                set(regs::CHUNK_ENABLE, 1); // the image is always in
                 cam
             },
-            acquiring: false,
-            frames_this_acquisition: 0,
+            acq: Acquisition::default(),
+            line0: false,
+            messages: MessageChannel::new(cfg.message_source_port),
+            actions: Actions::default(),
             stop_after_frame: false,
             orsp_memory_free: true,
-            next_frame_at: Instant::ZERO,
             channel: GvspChannel::new(),
             orsp: OrspChannel::new(cfg.orsp_qpn, cfg.entropy, cfg.orsp_max_pmtu),
             cm: None,
@@ -323,7 +363,8 @@ impl Device {
             events: Deque::new(),
             counters: GvcpCounters::default(),
             last_ack: None,
-            epoch: None,
+            clock: Clock::new(cfg.tick_offset),
+            last_now: Instant::ZERO,
             cfg,
         }
     }
@@ -345,7 +386,27 @@ impl Device {
 
     /// Whether acquisition is running.
     pub fn acquiring(&self) -> bool {
-        self.acquiring
+        self.acq.running()
+    }
+
+    /// Frame triggers missed so far (FrameTriggerMissedCount).
+    pub fn frame_triggers_missed(&self) -> u32 {
+        self.acq.missed()
+    }
+
+    /// Message channel (event) counters.
+    pub fn event_counters(&self) -> EventCounters {
+        self.messages.counters()
+    }
+
+    /// Action command counters.
+    pub fn action_counters(&self) -> ActionCounters {
+        self.actions.counters()
+    }
+
+    /// Device time at `now`, in ticks (ns).
+    pub fn timestamp(&self, now: Instant) -> u64 {
+        self.clock.ticks(now)
     }
 
     /// GVCP counters.
@@ -390,13 +451,7 @@ impl Device {
     }
 
     fn ticks(&self, now: Instant) -> u64 {
-        now.0.saturating_sub(self.epoch.map_or(now.0, |e| e.0))
-    }
-
-    fn touch(&mut self, now: Instant) {
-        if self.epoch.is_none() {
-            self.epoch = Some(now);
-        }
+        self.clock.ticks(now)
     }
 
     // ---------------------------------------------------------------- GVCP
@@ -410,7 +465,7 @@ impl Device {
         datagram: &[u8],
         out: &mut [u8],
     ) -> Option<GvcpReply> {
-        self.touch(now);
+        self.last_now = now;
         let Ok(c) = Command::parse(datagram) else {
             self.counters.malformed += 1;
             return None;
@@ -459,6 +514,10 @@ impl Device {
                 cmd::FORCEIP => match self.cmd_forceip(src, c.payload) {
                     Some(st) => (st, 0),
                     None => return None, // not for us
+                },
+                cmd::ACTION => match self.cmd_action(now, c.flags, c.payload) {
+                    Some(st) => (st, 0),
+                    None => return None, // not for this camera: silent
                 },
                 cmd::PACKETRESEND => {
                     self.cmd_packetresend(src, c.flags, c.payload);
@@ -711,21 +770,23 @@ impl Device {
             regs::PERSISTENT_MASK => self.persistent[1],
             regs::PERSISTENT_GATEWAY => self.persistent[2],
             regs::LINK_SPEED => self.cfg.link_speed_mbps,
-            regs::N_MESSAGE_CHANNELS => 0,
+            regs::N_MESSAGE_CHANNELS => 1,
             regs::N_STREAM_CHANNELS => 1,
             regs::N_ACTIVE_LINKS => 1,
             // SCSPx supported, legacy 16-bit block id supported
             regs::SC_CAPABILITY => 0xC000_0000,
-            regs::MC_CAPABILITY => 0,
-            // user name, serial, heartbeat disable, link speed, CCP app port/IP, packet resend,
-            // WRITEMEM, concatenation
-            regs::GVCP_CAPABILITY => 0xF800_0007,
+            // MCSP supported
+            regs::MC_CAPABILITY => 0x8000_0000,
+            // user name, serial, heartbeat disable, link speed, CCP app port/IP (31..27),
+            // unconditional action (20), scheduled action (17), action (6), event data (4),
+            // event (3), packet resend (2), WRITEMEM (1), concatenation (0)
+            regs::GVCP_CAPABILITY => 0xF812_005F,
             regs::HEARTBEAT_TIMEOUT => self.heartbeat_ms,
             regs::TICK_FREQ_HIGH => 0,
             regs::TICK_FREQ_LOW => 1_000_000_000,
             regs::TIMESTAMP_CONTROL => 0,
-            regs::TIMESTAMP_LATCHED_HIGH => (self.latched >> 32) as u32,
-            regs::TIMESTAMP_LATCHED_LOW => self.latched as u32,
+            regs::TIMESTAMP_LATCHED_HIGH => (self.clock.latched() >> 32) as u32,
+            regs::TIMESTAMP_LATCHED_LOW => self.clock.latched() as u32,
             regs::GVCP_CONFIG => self.gvcp_config,
             regs::PENDING_TIMEOUT => self.pending_timeout,
             regs::GVSP_CONFIG => self.gvsp_config,
@@ -740,9 +801,15 @@ impl Device {
             // resend destination option not offered; big-endian only
             regs::SCC0 => 0,
             regs::SCCFG0 => self.sccfg,
+            a if let Some(v) = self.messages.read(a) => v,
+            a if let Some(v) = self.actions.read(a) => v,
             a if a < regs::BOOTSTRAP_END => 0,
-            regs::PAYLOAD_SIZE => self.frame_spec().payload_size() as u32,
-            regs::ACQUISITION_COMMAND => u32::from(self.acquiring),
+            regs::PAYLOAD_SIZE => {
+                (self.frame_spec().payload_size() + self.chunks(0).tail_len()) as u32
+            }
+            regs::CHUNK_LAYOUT_ID => self.chunks(0).layout_id(self.frame_spec().payload_size()),
+            regs::FRAME_TRIGGER_MISSED => self.acq.missed(),
+            regs::ACQUISITION_COMMAND => u32::from(self.acq.running()),
             regs::SENSOR_WIDTH => self.cfg.sensor_width,
             regs::SENSOR_HEIGHT => self.cfg.sensor_height,
             a if !self.cfg.orsp_offered
@@ -757,7 +824,7 @@ impl Device {
                 .ok_or(status::INVALID_ADDRESS)?,
             regs::FRAMES_SENT => self.channel.counters().frames_sent as u32,
             a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => self.cam(a),
-            a if (regs::XML_BASE..regs::XML_BASE + 0x1_0000).contains(&a) => {
+            a if (regs::XML_BASE..regs::XML_BASE + regs::XML_WINDOW).contains(&a) => {
                 let b = GENICAM_XML.as_bytes();
                 let at = (a - regs::XML_BASE) as usize;
                 u32::from_be_bytes(core::array::from_fn(|i| {
@@ -773,7 +840,7 @@ impl Device {
     }
 
     fn image_locked(&self) -> bool {
-        self.acquiring || self.cam(regs::TL_PARAMS_LOCKED) != 0
+        self.acq.running() || self.acq.armed() || self.cam(regs::TL_PARAMS_LOCKED) != 0
     }
 
     /// Write a 32-bit register (WRITEREG semantics) on behalf of `src`.
@@ -817,15 +884,12 @@ impl Device {
                     self.refresh_heartbeat(now);
                 }
             }
-            regs::TIMESTAMP_CONTROL => {
-                if v & 0x1 != 0 {
-                    self.epoch = Some(now);
-                }
-                if v & 0x2 != 0 {
-                    self.latched = self.ticks(now);
-                }
+            regs::TIMESTAMP_CONTROL => self.clock.control(now, v),
+            regs::GVCP_CONFIG => {
+                self.gvcp_config = v
+                    & (regs::GVCP_CONFIG_HEARTBEAT_DISABLE
+                        | regs::GVCP_CONFIG_UNCONDITIONAL_ACTION);
             }
-            regs::GVCP_CONFIG => self.gvcp_config = v & regs::GVCP_CONFIG_HEARTBEAT_DISABLE,
             regs::PENDING_TIMEOUT => self.pending_timeout = v,
             regs::GVSP_CONFIG => self.gvsp_config = v & regs::GVSP_CONFIG_EXTENDED_ID,
             regs::SCP0 => {
@@ -851,6 +915,8 @@ impl Device {
             regs::SCPD0 => self.scpd = v,
             regs::SCDA0 => self.scda = Ipv4Addr::from(v),
             regs::SCCFG0 => self.sccfg = 0, // no optional stream features
+            a if let Some(r) = self.messages.write(a, v) => r?,
+            a if let Some(r) = self.actions.write(a, v) => r?,
             a if (orsp::regs::BASE..orsp::regs::BASE + orsp::regs::BLOCK).contains(&a)
                 && !self.cfg.orsp_offered =>
             {
@@ -867,7 +933,7 @@ impl Device {
             }
             a if (regs::CAM_BASE..regs::CAM_END).contains(&a) => self.write_camera(now, a, v)?,
             a if a < regs::BOOTSTRAP_END
-                || (regs::XML_BASE..regs::XML_BASE + 0x1_0000).contains(&a) =>
+                || (regs::XML_BASE..regs::XML_BASE + regs::XML_WINDOW).contains(&a) =>
             {
                 return Err(status::WRITE_PROTECT);
             }
@@ -883,15 +949,25 @@ impl Device {
 
     /// The current value of an integer feature (register-backed or computed), for limits that
     /// follow another feature.
-    fn feature_value(&self, name: &str) -> Option<i64> {
+    fn feature_value(&self, name: &str) -> Option<f64> {
         let f = features::by_name(name)?;
         match f.kind {
             features::Kind::Diff { a, b } => Some(self.feature_value(a)? - self.feature_value(b)?),
+            features::Kind::Formula { .. } if name == "AcquisitionFrameRateLimit" => Some(
+                acquisition::frame_rate_limit(self.cam_f32(regs::EXPOSURE_TIME)),
+            ),
+            features::Kind::Float { reg, .. } => {
+                Some(f64::from(f32::from_bits(self.read_word(reg.addr).ok()?)))
+            }
             _ => {
                 let r = f.reg()?;
-                Some(i64::from(r.extract(self.read_word(r.addr).ok()?)))
+                Some(f64::from(r.extract(self.read_word(r.addr).ok()?)))
             }
         }
+    }
+
+    fn cam_f32(&self, addr: u32) -> f32 {
+        f32::from_bits(self.cam(addr))
     }
 
     /// A host writes a camera register: the feature table says whether the register exists,
@@ -918,12 +994,169 @@ impl Device {
             features::Refusal::ReadOnly => status::WRITE_PROTECT,
             features::Refusal::OutOfRange => status::INVALID_PARAMETER,
         })?;
+        let trigger_software = features::by_name("TriggerSoftware")
+            .and_then(|f| f.reg())
+            .and_then(|r| r.copy_at(addr));
         match addr {
-            regs::ACQUISITION_COMMAND if v == 1 => self.start_acquisition(now),
-            regs::ACQUISITION_COMMAND => self.stop_acquisition(),
+            regs::ACQUISITION_COMMAND if v == command::START => self.start_acquisition(now),
+            regs::ACQUISITION_COMMAND if v == command::ABORT => {
+                self.acq.abort();
+                self.stop_acquisition(now);
+            }
+            regs::ACQUISITION_COMMAND => self.stop_acquisition(now),
+            _ if trigger_software.is_some() => {
+                let selector = trigger_software.unwrap_or(0);
+                if self.trigger_armed(selector, source::SOFTWARE) {
+                    self.fire_trigger(now, selector);
+                }
+            }
+            regs::EXPOSURE_TIME => {
+                self.cam[cam_index(addr)] = v;
+                // a frame period holds one exposure: the frame rate comes down to fit
+                let limit = acquisition::frame_rate_limit(f32::from_bits(v)) as f32;
+                if self.cam_f32(regs::FRAME_RATE) > limit {
+                    self.cam[cam_index(regs::FRAME_RATE)] = limit.to_bits();
+                }
+            }
             _ => self.cam[cam_index(addr)] = v,
         }
         Ok(())
+    }
+
+    // ---------------------------------------------------------------- triggers
+
+    /// The register of trigger `selector` at `base` (TRIGGER_MODE, ...).
+    fn trigger_reg(&self, base: u32, selector: u32) -> u32 {
+        self.cam(base + selector * regs::TRIGGER_STRIDE)
+    }
+
+    /// Whether trigger `selector` is on and listens to `src`.
+    fn trigger_armed(&self, selector: u32, src: u32) -> bool {
+        self.trigger_reg(regs::TRIGGER_MODE, selector) == 1
+            && self.trigger_reg(regs::TRIGGER_SOURCE, selector) == src
+    }
+
+    /// Free running: FrameStart's trigger is off.
+    fn free_run(&self) -> bool {
+        self.trigger_reg(regs::TRIGGER_MODE, 0) == 0
+    }
+
+    fn timing(&self) -> Timing {
+        Timing::new(
+            self.cam_f32(regs::FRAME_RATE),
+            self.cam_f32(regs::EXPOSURE_TIME),
+        )
+    }
+
+    /// Whether the transport can take another frame (else a frame trigger is missed).
+    fn can_take_frame(&self) -> bool {
+        if self.orsp.is_connected() {
+            self.orsp_memory_free && self.orsp.ready_for_frame()
+        } else {
+            self.stream_open() && !self.channel.busy()
+        }
+    }
+
+    /// Trigger `selector` fired at `now`.
+    fn fire_trigger(&mut self, now: Instant, selector: u32) {
+        if selector == 1 {
+            // AcquisitionStart: an armed acquisition starts
+            if self.acq.armed() {
+                self.begin_acquisition(now);
+            }
+            return;
+        }
+        let delay = Duration::from_nanos(
+            (f64::from(f32::from_bits(self.trigger_reg(regs::TRIGGER_DELAY, 0))) * 1e3) as u64,
+        );
+        let can_take = self.can_take_frame();
+        if self.acq.trigger(now, delay, self.timing(), can_take) == TriggerOutcome::Missed {
+            let missed = self.acq.missed();
+            self.raise(now, 4, 0, Some(missed));
+        }
+    }
+
+    /// Fire every trigger whose source is `src` (an edge already matched by the caller).
+    fn fire_source(&mut self, now: Instant, src: u32) {
+        for selector in (0..regs::TRIGGERS).rev() {
+            if self.trigger_armed(selector, src) {
+                self.fire_trigger(now, selector);
+            }
+        }
+    }
+
+    /// Input Line0 is at `level` from `now` (the emulator's `--trigger-hz` drives it): an edge
+    /// fires the triggers whose source is Line0 and whose TriggerActivation matches it.
+    pub fn set_line0(&mut self, now: Instant, level: bool) {
+        if level == self.line0 {
+            return;
+        }
+        self.line0 = level;
+        for selector in (0..regs::TRIGGERS).rev() {
+            let edge_ok = match self.trigger_reg(regs::TRIGGER_ACTIVATION, selector) {
+                activation::RISING_EDGE => level,
+                activation::FALLING_EDGE => !level,
+                _ => true,
+            };
+            if edge_ok && self.trigger_armed(selector, source::LINE0) {
+                self.fire_trigger(now, selector);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- events
+
+    /// Raise event `selector` (EventSelector value) if the host switched it on.
+    fn raise(&mut self, now: Instant, selector: usize, block_id: u64, data: Option<u32>) {
+        self.raise_at(self.ticks(now), selector, block_id, data);
+    }
+
+    fn raise_at(&mut self, timestamp: u64, selector: usize, block_id: u64, data: Option<u32>) {
+        let on = self.cam(regs::EVENT_NOTIFICATION + 4 * selector as u32) == 1;
+        if on && let Some(def) = EVENTS.get(selector) {
+            self.messages.push(EventItem {
+                id: def.id,
+                block_id,
+                timestamp,
+                data,
+            });
+        }
+    }
+
+    /// The next message-channel datagram (an event, or its retransmission) to send at `now`
+    /// from the MCSP port, written into `buf`.
+    pub fn poll_message(&mut self, now: Instant, buf: &mut [u8]) -> Option<MessagePacket> {
+        self.messages.poll_transmit(now, buf)
+    }
+
+    /// A datagram received on the message channel's socket (the host's acknowledge).
+    pub fn handle_message(&mut self, datagram: &[u8]) -> bool {
+        self.messages.handle_ack(datagram)
+    }
+
+    // ---------------------------------------------------------------- actions
+
+    fn cmd_action(&mut self, now: Instant, flags: u8, p: &[u8]) -> Option<Status> {
+        let allowed = self.controller.is_some()
+            || self.gvcp_config & regs::GVCP_CONFIG_UNCONDITIONAL_ACTION != 0;
+        match self.actions.handle(flags, p, self.ticks(now), allowed) {
+            ActionOutcome::NotForUs => None,
+            ActionOutcome::Fire(signals, st) => {
+                self.fire_actions(now, signals);
+                Some(st)
+            }
+            ActionOutcome::Scheduled => Some(status::SUCCESS),
+            ActionOutcome::Refused(st) => Some(st),
+        }
+    }
+
+    /// Action signals fired (bit n = signal n, TriggerSource Action(n+1)).
+    fn fire_actions(&mut self, now: Instant, signals: u8) {
+        for (n, src) in [source::ACTION1, source::ACTION2].into_iter().enumerate() {
+            if signals & (1 << n) != 0 {
+                self.fire_source(now, src);
+            }
+        }
     }
 
     fn write_ccp(&mut self, now: Instant, src: SocketAddrV4, v: u32) -> Result<(), Status> {
@@ -963,10 +1196,12 @@ impl Device {
         self.controller = None;
         self.ccp = 0;
         self.heartbeat_deadline = None;
-        self.stop_acquisition();
+        self.stop_acquisition(self.last_now);
         self.scp_port = 0;
         self.cam[cam_index(regs::TL_PARAMS_LOCKED)] = 0;
         self.channel.reset();
+        self.messages.close();
+        self.actions.clear_scheduled();
     }
 
     fn refresh_heartbeat(&mut self, now: Instant) {
@@ -977,23 +1212,67 @@ impl Device {
         };
     }
 
+    /// AcquisitionStart: start, or with the AcquisitionStart trigger on, wait for it.
     fn start_acquisition(&mut self, now: Instant) {
-        if !self.acquiring {
-            self.acquiring = true;
-            self.frames_this_acquisition = 0;
-            // Like a sensor, the first frame is read out after one exposure time.
-            self.next_frame_at =
-                now + Duration::from_micros(f32::from_bits(self.cam(regs::EXPOSURE_TIME)) as u64);
-            self.orsp.start_acquisition();
-            self.event(DeviceEvent::AcquisitionStarted);
+        if self.acq.running() || self.acq.armed() {
+            return;
+        }
+        if self.trigger_reg(regs::TRIGGER_MODE, 1) == 1 {
+            self.acq.arm();
+        } else {
+            self.begin_acquisition(now);
         }
     }
 
-    fn stop_acquisition(&mut self) {
-        if self.acquiring {
-            self.acquiring = false;
+    fn begin_acquisition(&mut self, now: Instant) {
+        // Like a sensor, a free-running camera reads the first frame out an exposure later.
+        self.acq.start(now, self.timing(), self.free_run());
+        self.orsp.start_acquisition();
+        self.event(DeviceEvent::AcquisitionStarted);
+        self.raise(now, 0, 0, None);
+    }
+
+    fn stop_acquisition(&mut self, now: Instant) {
+        let was = self.acq.running();
+        self.acq.stop();
+        if was {
             self.orsp.stop_acquisition();
             self.event(DeviceEvent::AcquisitionStopped);
+            self.raise(now, 1, 0, None);
+        }
+    }
+
+    /// Capture the frame of exposure `e` as block `block_id`: its timestamp is the start of
+    /// exposure, its chunks what the settings say now. Raises FrameStart and ExposureEnd.
+    fn capture<S: FrameSource + ?Sized>(
+        &mut self,
+        src: &mut S,
+        e: Exposure,
+        block_id: u64,
+    ) -> pattern::Frame {
+        let start = self.ticks(e.start);
+        let mut frame = src.capture(&self.frame_spec(), start);
+        frame.timestamp = start;
+        frame.chunks = self.chunks(block_id);
+        self.raise_at(start, 2, block_id, None);
+        self.raise_at(self.ticks(e.readout), 3, block_id, None);
+        frame
+    }
+
+    /// The chunk data a frame captured now as block `frame_id` carries.
+    fn chunks(&self, frame_id: u64) -> Chunks {
+        let mut mask = 0u16;
+        for (i, _) in features::chunks::CHUNKS.iter().enumerate() {
+            if self.cam(regs::CHUNK_ENABLE + 4 * i as u32) == 1 {
+                mask |= 1 << i;
+            }
+        }
+        Chunks {
+            active: self.cam(regs::CHUNK_MODE_ACTIVE) == 1,
+            mask: mask | 1,
+            frame_id,
+            exposure_us: f64::from(self.cam_f32(regs::EXPOSURE_TIME)),
+            gain_db: f64::from(self.cam_f32(regs::GAIN)),
         }
     }
 
@@ -1021,26 +1300,24 @@ impl Device {
         src: &mut S,
         buf: &mut [u8],
     ) -> Option<StreamPacket> {
-        self.touch(now);
+        self.last_now = now;
         if !self.stream_open() {
             return None;
         }
-        if self.acquiring
-            && !self.orsp.is_connected()
+        if !self.orsp.is_connected()
             && !self.channel.busy()
-            && now >= self.next_frame_at
+            && let Some(e) = self.acq.due(now, self.timing())
         {
-            let spec = self.frame_spec();
-            let frame = src.capture(&spec, self.ticks(now));
             let mut cfg = self.channel_config();
-            if self.frames_this_acquisition == 0 && self.cfg.first_frame_mbps > 0 {
+            let frame = self.capture(src, e, self.channel.next_block_id(cfg.extended));
+            if self.acq.frames() == 0 && self.cfg.first_frame_mbps > 0 {
                 cfg.link_bps = cfg
                     .link_bps
                     .min(u64::from(self.cfg.first_frame_mbps) * 1_000_000);
             }
             self.channel.start_frame(frame, cfg);
-            if self.frame_taken(now) {
-                self.stop_acquisition();
+            if self.frame_taken(now, e) {
+                self.stop_acquisition(now);
             }
         }
         let dst = (self.scda, self.scp_port);
@@ -1071,34 +1348,27 @@ impl Device {
         now: Instant,
         src: &mut S,
     ) -> Option<pattern::Frame> {
-        self.touch(now);
-        if !(self.acquiring
-            && self.orsp_memory_free
-            && self.orsp.ready_for_frame()
-            && now >= self.next_frame_at)
-        {
+        self.last_now = now;
+        if !(self.orsp_memory_free && self.orsp.ready_for_frame()) {
             return None;
         }
-        let frame = src.capture(&self.frame_spec(), self.ticks(now));
+        let e = self.acq.due(now, self.timing())?;
+        let frame = self.capture(src, e, self.orsp.next_block_id());
         // The last frame of SingleFrame/MultiFrame still goes out: stop once it is handed over.
-        self.stop_after_frame = self.frame_taken(now);
+        self.stop_after_frame = self.frame_taken(now, e);
         Some(frame)
     }
 
-    /// A frame of the acquisition was taken at `now`: count it and schedule the next one at the
-    /// frame rate (never in the past). Returns whether it was the last one SingleFrame or
-    /// MultiFrame asks for.
-    fn frame_taken(&mut self, now: Instant) -> bool {
-        self.frames_this_acquisition += 1;
-        let next = self.next_frame_at
-            + Duration::from_secs_f32(1.0 / f32::from_bits(self.cam(regs::FRAME_RATE)));
-        self.next_frame_at = if next < now { now } else { next };
+    /// The frame of exposure `e` was taken at `now`: count it; free running, the next one
+    /// follows a frame period later (never in the past). Returns whether it was the last one
+    /// SingleFrame or MultiFrame asks for.
+    fn frame_taken(&mut self, now: Instant, e: Exposure) -> bool {
         let limit = match self.cam(regs::ACQUISITION_MODE) {
             1 => Some(1),
             2 => Some(self.cam(regs::FRAME_COUNT)),
             _ => None,
         };
-        limit.is_some_and(|l| self.frames_this_acquisition >= l)
+        self.acq.taken(now, e, self.timing(), limit)
     }
 
     /// ORSP: send a frame from [`poll_orsp_frame`](Self::poll_orsp_frame) whose bytes sit at
@@ -1106,7 +1376,7 @@ impl Device {
     pub fn orsp_send_frame(&mut self, frame: &pattern::Frame, handle: u32) -> orsp::FrameOutcome {
         let outcome = self.orsp.send_frame(frame, handle);
         if core::mem::take(&mut self.stop_after_frame) {
-            self.stop_acquisition();
+            self.stop_acquisition(self.last_now);
         }
         outcome
     }
@@ -1234,7 +1504,7 @@ impl Device {
             p.rate_limit_mbps = self.cfg.link_speed_mbps;
         }
         self.event(DeviceEvent::OrspConnect(p));
-        if self.acquiring {
+        if self.acq.running() {
             self.orsp.start_acquisition();
         }
     }
@@ -1268,7 +1538,7 @@ impl Device {
     /// acquisition; STATUS shows `code`.
     pub fn orsp_failed(&mut self, code: u16) {
         self.orsp.fail(code);
-        self.stop_acquisition();
+        self.stop_acquisition(self.last_now);
         self.event(DeviceEvent::OrspDisconnected);
     }
 
@@ -1277,22 +1547,38 @@ impl Device {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.heartbeat_deadline;
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
-        if self.acquiring && self.orsp_memory_free && self.orsp.ready_for_frame() {
-            earliest(self.next_frame_at);
+        let due = self.acq.next_due();
+        if let Some(d) = due
+            && self.orsp_memory_free
+            && self.orsp.ready_for_frame()
+        {
+            earliest(d);
         }
         if self.stream_open() {
             if self.channel.has_pending() {
                 earliest(self.channel.next_packet_at());
-            } else if self.acquiring {
-                earliest(self.next_frame_at);
+            } else if let Some(d) = due {
+                earliest(d);
             }
+        }
+        if let Some(at) = self.actions.next_due() {
+            earliest(self.clock.instant_of(at));
+        }
+        if let Some(m) = self.messages.poll_timeout() {
+            earliest(m);
         }
         t
     }
 
-    /// Expire the heartbeat: control is dropped and the stream closed when the controlling host
-    /// has been silent for the heartbeat timeout.
+    /// Run timers: scheduled action commands whose time came fire; the heartbeat expires
+    /// (control dropped, stream closed) when the controlling host has been silent for the
+    /// heartbeat timeout.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = now;
+        let signals = self.actions.take_due(self.ticks(now));
+        if signals != 0 {
+            self.fire_actions(now, signals);
+        }
         if let (Some(deadline), Some(c)) = (self.heartbeat_deadline, self.controller)
             && now >= deadline
         {

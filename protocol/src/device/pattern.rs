@@ -5,6 +5,7 @@
 //! host verifies a frame without having been sent anything else. The synthetic source stamps the
 //! frame counter into the first 8 bytes (big-endian) so a receiver can check identity too.
 
+use super::chunks::Chunks;
 use crate::gev::PixelFormat;
 
 /// Synthetic image patterns (the camera's `TestPattern` feature).
@@ -86,18 +87,28 @@ pub struct Frame {
     pub number: u64,
     /// Settings it was captured with.
     pub spec: FrameSpec,
-    /// Device timestamp in ticks (nanoseconds).
+    /// Device timestamp in ticks (nanoseconds): the start of the frame's exposure.
     pub timestamp: u64,
+    /// The chunk data that follows the image ([`Chunks::NONE`]: none, payload type image).
+    pub chunks: Chunks,
 }
 
 impl Frame {
-    /// Bytes of the frame.
+    /// Bytes of the frame's payload: the image, then its chunk data.
     pub const fn size(&self) -> usize {
+        self.image_size() + self.chunks.tail_len()
+    }
+    /// Bytes of the image alone.
+    pub const fn image_size(&self) -> usize {
         self.spec.payload_size()
     }
 }
 
 /// Where frames come from: sensor DMA on a camera, a pattern generator elsewhere.
+///
+/// A source deals in image bytes only: offsets and buffers given to [`read`](Self::read) and
+/// [`refresh`](Self::refresh) stay within [`Frame::image_size`]. The chunk data a frame
+/// carries after its image is the device's ([`super::chunks::read_payload`]).
 pub trait FrameSource {
     /// Capture the next frame with `spec` at device time `timestamp`.
     fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame;
@@ -137,6 +148,7 @@ impl FrameSource for SyntheticSource {
             number: self.next,
             spec: *spec,
             timestamp,
+            chunks: Chunks::NONE,
         };
         self.next += 1;
         f
@@ -359,6 +371,7 @@ mod tests {
                                 pattern,
                             },
                             timestamp: 0,
+                            chunks: Chunks::NONE,
                         };
                         let size = frame.size();
                         let mut want = vec![0u8; size];
@@ -423,6 +436,7 @@ mod tests {
                     number,
                     spec: spec(pattern, pf),
                     timestamp: k as u64,
+                    chunks: Chunks::NONE,
                 };
                 slot.resize(frame.size(), 0xee);
                 match &held {

@@ -1,6 +1,6 @@
 //! Register addresses: GigE Vision bootstrap registers (`reference/gev.md` §3.3) below 0x10000,
 //! the ORSP block of stream channel n at 0x10000 + 0x100·n (`design/ORSP.md` §2), the camera's
-//! own registers at 0x1F000, the GenICam XML at 0x20000.
+//! own registers at 0x1F000..0x1F200, the GenICam XML at 0x20000.
 
 #![allow(missing_docs)]
 
@@ -30,6 +30,8 @@ pub const PERSISTENT_GATEWAY: u32 = 0x066C;
 pub const LINK_SPEED: u32 = 0x0670;
 pub const N_MESSAGE_CHANNELS: u32 = 0x0900;
 pub const N_STREAM_CHANNELS: u32 = 0x0904;
+pub const N_ACTION_SIGNALS: u32 = 0x0908;
+pub const ACTION_DEVICE_KEY: u32 = 0x090C;
 pub const N_ACTIVE_LINKS: u32 = 0x0910;
 pub const SC_CAPABILITY: u32 = 0x092C;
 pub const MC_CAPABILITY: u32 = 0x0930;
@@ -47,6 +49,16 @@ pub const GVSP_CONFIG: u32 = 0x0960;
 pub const CCP: u32 = 0x0A00;
 pub const PRIMARY_APP_PORT: u32 = 0x0A04;
 pub const PRIMARY_APP_IP: u32 = 0x0A14;
+/// Message channel: host port (bits 15..0), the channel's interface (19..16).
+pub const MCP: u32 = 0x0B00;
+/// Message channel destination address.
+pub const MCDA: u32 = 0x0B10;
+/// Message channel transmission timeout (ms): how long the device waits for an acknowledge.
+pub const MCTT: u32 = 0x0B14;
+/// Message channel retry count: how many times an unacknowledged event is sent again.
+pub const MCRC: u32 = 0x0B18;
+/// Message channel source UDP port.
+pub const MCSP: u32 = 0x0B1C;
 pub const SCP0: u32 = 0x0D00;
 pub const SCPS0: u32 = 0x0D04;
 pub const SCPD0: u32 = 0x0D08;
@@ -54,6 +66,12 @@ pub const SCDA0: u32 = 0x0D18;
 pub const SCSP0: u32 = 0x0D1C;
 pub const SCC0: u32 = 0x0D20;
 pub const SCCFG0: u32 = 0x0D24;
+/// Action signal n: group key at `ACTION_GROUP_KEY + 0x10 * n`, group mask 4 bytes after.
+pub const ACTION_GROUP_KEY: u32 = 0x9800;
+pub const ACTION_GROUP_MASK: u32 = 0x9804;
+pub const ACTION_STRIDE: u32 = 0x10;
+/// Action signals the device has (ActionSelector 1..=ACTIONS).
+pub const ACTIONS: u32 = 2;
 /// First address past the bootstrap block.
 pub const BOOTSTRAP_END: u32 = 0x1_0000;
 
@@ -61,6 +79,8 @@ pub const BOOTSTRAP_END: u32 = 0x1_0000;
 pub const GVSP_CONFIG_EXTENDED_ID: u32 = 0x4000_0000;
 /// GVCP configuration bit: heartbeat disabled.
 pub const GVCP_CONFIG_HEARTBEAT_DISABLE: u32 = 0x0000_0001;
+/// GVCP configuration bit: action commands fire without a controlling host.
+pub const GVCP_CONFIG_UNCONDITIONAL_ACTION: u32 = 0x0000_0008;
 /// CCP bits.
 pub const CCP_EXCLUSIVE: u32 = 0x1;
 pub const CCP_CONTROL: u32 = 0x2;
@@ -89,7 +109,32 @@ pub const SENSOR_WIDTH: u32 = 0x1_F034;
 pub const SENSOR_HEIGHT: u32 = 0x1_F038;
 pub const FRAMES_SENT: u32 = 0x1_F03C;
 pub const FRAME_COUNT: u32 = 0x1_F044;
-pub const CAM_END: u32 = 0x1_F100;
+// Triggers: one block of TRIGGER_STRIDE bytes per TriggerSelector value.
+pub const TRIGGER_SELECTOR: u32 = 0x1_F050;
+pub const TRIGGER_MODE: u32 = 0x1_F060;
+pub const TRIGGER_SOURCE: u32 = 0x1_F064;
+pub const TRIGGER_ACTIVATION: u32 = 0x1_F068;
+pub const TRIGGER_DELAY: u32 = 0x1_F06C;
+pub const TRIGGER_SOFTWARE: u32 = 0x1_F070;
+pub const TRIGGER_STRIDE: u32 = 0x20;
+/// TriggerSelector values: FrameStart, AcquisitionStart.
+pub const TRIGGERS: u32 = 2;
+pub const FRAME_TRIGGER_MISSED: u32 = 0x1_F0A0;
+// Chunks.
+pub const CHUNK_MODE_ACTIVE: u32 = 0x1_F0C0;
+pub const CHUNK_SELECTOR: u32 = 0x1_F0C4;
+pub const CHUNK_LAYOUT_ID: u32 = 0x1_F0C8;
+/// ChunkEnable of ChunkSelector value n at `CHUNK_ENABLE + 4 * n`.
+pub const CHUNK_ENABLE: u32 = 0x1_F100;
+// Events.
+pub const EVENT_SELECTOR: u32 = 0x1_F0D0;
+/// EventNotification of EventSelector value n at `EVENT_NOTIFICATION + 4 * n`.
+pub const EVENT_NOTIFICATION: u32 = 0x1_F140;
+// Actions.
+pub const ACTION_SELECTOR: u32 = 0x1_F0E0;
+pub const CAM_END: u32 = 0x1_F200;
 
 /// Where the GenICam XML lives in device memory.
 pub const XML_BASE: u32 = 0x2_0000;
+/// Bytes of device memory the XML may take.
+pub const XML_WINDOW: u32 = 0x4_0000;

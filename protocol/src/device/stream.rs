@@ -5,6 +5,7 @@ use core::net::Ipv4Addr;
 
 use heapless::Deque;
 
+use super::chunks::read_payload;
 use super::pattern::{Frame, FrameSource};
 use crate::gev::gvsp::{self, Format, Header, ImageLeader};
 use crate::gev::status;
@@ -164,6 +165,18 @@ impl GvspChannel {
         self.test_packet = Some(cfg);
     }
 
+    /// The block id [`start_frame`](Self::start_frame) gives the next frame.
+    pub fn next_block_id(&self, extended: bool) -> u64 {
+        if extended {
+            self.next_block
+        } else {
+            match self.next_block & 0xffff {
+                0 => 1,
+                b => b,
+            }
+        }
+    }
+
     /// Start sending `frame` with `cfg`. Returns its block id.
     pub fn start_frame(&mut self, frame: Frame, cfg: ChannelConfig) -> u64 {
         let header = if cfg.extended {
@@ -174,14 +187,7 @@ impl GvspChannel {
         let chunk = (cfg.packet_size as usize)
             .saturating_sub(gvsp::IP_UDP_OVERHEAD + header)
             .max(4);
-        let block_id = if cfg.extended {
-            self.next_block
-        } else {
-            match self.next_block & 0xffff {
-                0 => 1,
-                b => b,
-            }
-        };
+        let block_id = self.next_block_id(cfg.extended);
         self.next_block = block_id + 1;
         let block = Block {
             block_id,
@@ -341,14 +347,21 @@ fn emit<S: FrameSource + ?Sized>(
             height: f.spec.height,
             offset_x: f.spec.offset_x,
             offset_y: f.spec.offset_y,
+            chunks: f.chunks.active,
         }
         .emit(&mut buf[h..])
         .ok()?,
-        Format::Trailer => gvsp::emit_image_trailer(f.spec.height, &mut buf[h..]).ok()?,
+        Format::Trailer => {
+            let chunks = f.chunks.active.then(|| gvsp::TrailerChunks {
+                payload_len: f.size() as u32,
+                layout_id: f.chunks.layout_id(f.image_size()),
+            });
+            gvsp::emit_image_trailer(f.spec.height, chunks, &mut buf[h..]).ok()?
+        }
         _ => {
             let offset = (packet_id as usize - 1) * block.chunk;
             let n = block.chunk.min(f.size() - offset);
-            src.read(f, offset, buf.get_mut(h..h + n)?);
+            read_payload(src, f, offset, buf.get_mut(h..h + n)?);
             n
         }
     };

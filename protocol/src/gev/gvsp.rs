@@ -18,8 +18,12 @@ pub const IP_UDP_OVERHEAD: usize = 28;
 pub const IMAGE_LEADER_LEN: usize = 36;
 /// Image trailer payload length (without chunk information).
 pub const IMAGE_TRAILER_LEN: usize = 8;
+/// Image trailer payload length with chunk information (payload length, layout ID).
+pub const IMAGE_TRAILER_CHUNK_LEN: usize = 16;
 /// Payload type of an image.
 pub const PAYLOAD_TYPE_IMAGE: u16 = 0x0001;
+/// Payload type flag (GEV 2.0): chunk data follows the image.
+pub const PAYLOAD_TYPE_CHUNK_FLAG: u16 = 0x4000;
 /// Extended-ID flag (GVSP flags field): packet resent.
 pub const FLAG_PACKET_RESEND: u16 = 0x0001;
 /// Extended-ID flag: a previous block was dropped.
@@ -151,6 +155,8 @@ pub struct ImageLeader {
     pub offset_x: u32,
     /// Y offset.
     pub offset_y: u32,
+    /// Chunk data follows the image (payload type 0x4001).
+    pub chunks: bool,
 }
 
 impl ImageLeader {
@@ -159,7 +165,7 @@ impl ImageLeader {
         let b = buf.get_mut(..IMAGE_LEADER_LEN).ok_or(Error::Truncated)?;
         b[0] = 0; // field info
         b[1] = 0;
-        put_u16(b, 2, PAYLOAD_TYPE_IMAGE);
+        put_u16(b, 2, payload_type(self.chunks));
         put_u64(b, 4, self.timestamp);
         put_u32(b, 12, self.pixel_format);
         put_u32(b, 16, self.width);
@@ -186,17 +192,57 @@ impl ImageLeader {
             height: u32_at(b, 20),
             offset_x: u32_at(b, 24),
             offset_y: u32_at(b, 28),
+            chunks: u16_at(b, 2) & PAYLOAD_TYPE_CHUNK_FLAG != 0,
         })
     }
 }
 
-/// Write the 8-byte image trailer payload: reserved, payload type, lines sent.
-pub fn emit_image_trailer(size_y: u32, buf: &mut [u8]) -> Result<usize> {
-    let b = buf.get_mut(..IMAGE_TRAILER_LEN).ok_or(Error::Truncated)?;
+const fn payload_type(chunks: bool) -> u16 {
+    if chunks {
+        PAYLOAD_TYPE_IMAGE | PAYLOAD_TYPE_CHUNK_FLAG
+    } else {
+        PAYLOAD_TYPE_IMAGE
+    }
+}
+
+/// Chunk information an image trailer carries when chunk data follows the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrailerChunks {
+    /// Bytes of the whole payload: image and chunk data.
+    pub payload_len: u32,
+    /// ChunkLayoutID.
+    pub layout_id: u32,
+}
+
+/// An image trailer's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageTrailer {
+    /// Lines sent.
+    pub size_y: u32,
+    /// Chunk information, when chunk data follows the image.
+    pub chunks: Option<TrailerChunks>,
+}
+
+/// Write the image trailer payload: reserved, payload type, lines sent (8 bytes); with chunk
+/// data, payload type 0x4001 and the chunk data payload length and layout ID (16 bytes).
+pub fn emit_image_trailer(
+    size_y: u32,
+    chunks: Option<TrailerChunks>,
+    buf: &mut [u8],
+) -> Result<usize> {
+    let len = match chunks {
+        Some(_) => IMAGE_TRAILER_CHUNK_LEN,
+        None => IMAGE_TRAILER_LEN,
+    };
+    let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
     put_u16(b, 0, 0);
-    put_u16(b, 2, PAYLOAD_TYPE_IMAGE);
+    put_u16(b, 2, payload_type(chunks.is_some()));
     put_u32(b, 4, size_y);
-    Ok(IMAGE_TRAILER_LEN)
+    if let Some(c) = chunks {
+        put_u32(b, 8, c.payload_len);
+        put_u32(b, 12, c.layout_id);
+    }
+    Ok(len)
 }
 
 #[cfg(test)]
@@ -249,6 +295,7 @@ mod tests {
             height: 256,
             offset_x: 0,
             offset_y: 0,
+            chunks: false,
         };
         let mut b = [0u8; 36];
         l.emit(&mut b).unwrap();
@@ -258,7 +305,21 @@ mod tests {
         );
         assert_eq!(ImageLeader::parse(&b).unwrap(), l);
         let mut t = [0u8; 8];
-        emit_image_trailer(256, &mut t).unwrap();
+        emit_image_trailer(256, None, &mut t).unwrap();
         assert_eq!(t, [0, 0, 0, 1, 0, 0, 1, 0]);
+        let c = ImageLeader { chunks: true, ..l };
+        c.emit(&mut b).unwrap();
+        assert_eq!(&b[2..4], &[0x40, 0x01]);
+        assert_eq!(ImageLeader::parse(&b).unwrap(), c);
+        let mut t = [0u8; 16];
+        let info = TrailerChunks {
+            payload_len: 0x0002_0010,
+            layout_id: 0xabcd_0001,
+        };
+        assert_eq!(emit_image_trailer(256, Some(info), &mut t), Ok(16));
+        assert_eq!(
+            t,
+            [0, 0, 0x40, 1, 0, 0, 1, 0, 0, 2, 0, 0x10, 0xab, 0xcd, 0, 1]
+        );
     }
 }

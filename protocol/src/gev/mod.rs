@@ -34,6 +34,8 @@ pub mod status {
     pub const INVALID_HEADER: u16 = 0x800E;
     /// The payload was larger than the buffer and was truncated (GEV 2.0).
     pub const OVERFLOW: u16 = 0x8015;
+    /// ACTION_LATE: a scheduled action's time had passed; it fired at once (GEV 2.0).
+    pub const ACTION_LATE: u16 = 0x8016;
     /// Sensor or FIFO underrun, partial frame.
     pub const DATA_OVERRUN: u16 = 0x800D;
     /// Generic error.

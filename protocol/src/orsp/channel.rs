@@ -596,6 +596,12 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             && self.pending.capacity() - self.pending.len() >= MAX_WRITES_PER_FRAME as usize + 2
     }
 
+    /// The block id [`send_frame`](Self::send_frame) gives the next frame (the frame's
+    /// ChunkFrameID).
+    pub fn next_block_id(&self) -> u64 {
+        self.block_id + 1
+    }
+
     /// Send `frame`, whose bytes the caller keeps at payload handle `frame_handle` until the
     /// handle comes back from [`Self::poll_released_frame`] (when the TRAILER completed).
     pub fn send_frame(&mut self, frame: &Frame, frame_handle: u32) -> FrameOutcome {
@@ -630,6 +636,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             height: frame.spec.height,
             offset_x: frame.spec.offset_x,
             offset_y: frame.spec.offset_y,
+            chunks: frame.chunks.active,
         };
         self.send_message(false, |b, seq| {
             msg::emit_leader(
@@ -683,7 +690,16 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             st,
             valid,
             block_id,
-            height,
+            crate::gev::gvsp::ImageTrailer {
+                size_y: height,
+                chunks: frame
+                    .chunks
+                    .active
+                    .then(|| crate::gev::gvsp::TrailerChunks {
+                        payload_len: valid as u32,
+                        layout_id: frame.chunks.layout_id(frame.image_size()),
+                    }),
+            },
         )
         .expect("trailer fits a slot");
         self.tx_seq += 1;
@@ -913,6 +929,7 @@ mod tests {
                 pattern: Pattern::Gradient,
             },
             timestamp: 0,
+            chunks: crate::device::chunks::Chunks::NONE,
         }
     }
 
@@ -1006,7 +1023,8 @@ mod tests {
                 buffer_id: 7,
                 status: 0,
                 valid_size: 5000,
-                block_id: 1
+                block_id: 1,
+                chunks: None,
             }
         ));
         // no buffer left: the next frame is dropped and the one after says so in its leader

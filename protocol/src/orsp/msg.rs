@@ -25,6 +25,8 @@ pub const FLUSH_FORGET: u32 = 0x2;
 pub const LEADER_LEN: usize = 88;
 /// TRAILER length for an image without chunks.
 pub const TRAILER_LEN: usize = 60;
+/// TRAILER length for an image with chunk data (the GVSP trailer's chunk information).
+pub const TRAILER_CHUNK_LEN: usize = 68;
 
 /// Message types.
 pub mod kind {
@@ -160,9 +162,14 @@ pub fn emit_trailer(
     status: u16,
     valid_size: u64,
     block_id: u64,
-    size_y: u32,
+    trailer: gvsp::ImageTrailer,
 ) -> Result<usize> {
-    let b = start(buf, kind::TRAILER, TRAILER_LEN, seq)?;
+    let len = if trailer.chunks.is_some() {
+        TRAILER_CHUNK_LEN
+    } else {
+        TRAILER_LEN
+    };
+    let b = start(buf, kind::TRAILER, len, seq)?;
     put_u32(b, 16, buffer_id);
     put_u16(b, 20, status);
     put_u64(b, 24, valid_size);
@@ -175,8 +182,8 @@ pub fn emit_trailer(
         packet_id: 1,
     }
     .emit(&mut b[32..])?;
-    gvsp::emit_image_trailer(size_y, &mut b[52..])?;
-    Ok(TRAILER_LEN)
+    gvsp::emit_image_trailer(trailer.size_y, trailer.chunks, &mut b[52..])?;
+    Ok(len)
 }
 
 /// Write an EVENT; returns its length.
@@ -442,6 +449,8 @@ pub enum DeviceMessage {
         valid_size: u64,
         /// Block id.
         block_id: u64,
+        /// Chunk data follows the image in the buffer: the payload length and layout ID.
+        chunks: Option<gvsp::TrailerChunks>,
     },
     /// An event.
     Event {
@@ -501,6 +510,12 @@ pub fn parse_device(buf: &[u8]) -> Result<(MsgHeader, DeviceMessage)> {
                 status: u16_at(b, 20),
                 valid_size: u64_at(b, 24),
                 block_id: g.block_id,
+                chunks: (u16_at(b, 54) & gvsp::PAYLOAD_TYPE_CHUNK_FLAG != 0
+                    && b.len() >= TRAILER_CHUNK_LEN)
+                    .then(|| gvsp::TrailerChunks {
+                        payload_len: u32_at(b, 60),
+                        layout_id: u32_at(b, 64),
+                    }),
             }
         }
         kind::EVENT => {
@@ -547,6 +562,7 @@ mod tests {
             height: 1080,
             offset_x: 0,
             offset_y: 0,
+            chunks: false,
         };
         let n = emit_leader(&mut b, 7, 3, 1920 * 1080, 42, true, &l).unwrap();
         assert_eq!(n, 88);

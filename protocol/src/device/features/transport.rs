@@ -1,0 +1,190 @@
+//! TransportLayerControl and its GigEVision category: payload size, bootstrap registers
+//! of the control and stream channels.
+
+use super::*;
+
+/// The features of this area, in the order hosts list them.
+pub const FEATURES: &[Feature] = &[
+    feature(
+        "PayloadSize",
+        "TransportLayerControl",
+        Expert,
+        "Bytes of one frame's payload.",
+        int(reg(regs::PAYLOAD_SIZE, Ro).volatile().invalidated_by(&[
+            "Width",
+            "Height",
+            "PixelFormat",
+        ])),
+    ),
+    feature(
+        "TLParamsLocked",
+        "TransportLayerControl",
+        Invisible,
+        "Set by the host while streaming: image size and format cannot change.",
+        int_range(
+            reg(regs::TL_PARAMS_LOCKED, Rw),
+            Limit::Fixed(0),
+            Limit::Fixed(1),
+            1,
+            "",
+        ),
+    ),
+    feature(
+        "GevVersionMajor",
+        "GigEVision",
+        Expert,
+        "Major version of the GigE Vision specification the device follows.",
+        int(reg(regs::VERSION, Ro).bits(0, 15)),
+    ),
+    feature(
+        "GevVersionMinor",
+        "GigEVision",
+        Expert,
+        "Minor version of the GigE Vision specification the device follows.",
+        int(reg(regs::VERSION, Ro).bits(16, 31)),
+    ),
+    feature(
+        "GevMACAddress",
+        "GigEVision",
+        Expert,
+        "MAC address of the network interface.",
+        int(reg(regs::MAC_HIGH, Ro).len(8)),
+    ),
+    feature(
+        "GevCurrentIPAddress",
+        "GigEVision",
+        Expert,
+        "IPv4 address of the network interface.",
+        int(reg(regs::CURRENT_IP, Ro).volatile()),
+    ),
+    feature(
+        "GevCurrentSubnetMask",
+        "GigEVision",
+        Expert,
+        "Subnet mask of the network interface.",
+        int(reg(regs::CURRENT_MASK, Ro).volatile()),
+    ),
+    feature(
+        "GevCurrentDefaultGateway",
+        "GigEVision",
+        Expert,
+        "Default gateway of the network interface.",
+        int(reg(regs::CURRENT_GATEWAY, Ro).volatile()),
+    ),
+    feature(
+        "GevLinkSpeed",
+        "GigEVision",
+        Expert,
+        "Speed of the link in Mbit/s; the stream is paced to it.",
+        int(reg(regs::LINK_SPEED, Ro)),
+    ),
+    feature(
+        "GevHeartbeatTimeout",
+        "GigEVision",
+        Guru,
+        "Milliseconds without GVCP traffic from the controlling host after which control is dropped.",
+        int_range(
+            reg(regs::HEARTBEAT_TIMEOUT, Rw),
+            Limit::Fixed(500),
+            Limit::Fixed(u32::MAX as i64),
+            1,
+            "ms",
+        ),
+    ),
+    feature(
+        "GevTimestampTickFrequency",
+        "GigEVision",
+        Expert,
+        "Ticks per second of the timestamp counter.",
+        int(reg(regs::TICK_FREQ_HIGH, Ro).len(8)),
+    ),
+    feature(
+        "GevMessageChannelCount",
+        "GigEVision",
+        Expert,
+        "Message channels the device has.",
+        int(reg(regs::N_MESSAGE_CHANNELS, Ro)),
+    ),
+    feature(
+        "GevStreamChannelCount",
+        "GigEVision",
+        Expert,
+        "Stream channels the device has.",
+        int(reg(regs::N_STREAM_CHANNELS, Ro)),
+    ),
+    feature(
+        "GevSCPHostPort",
+        "GigEVision",
+        Expert,
+        "UDP port of the stream's destination; 0 closes the stream channel.",
+        int_range(
+            reg(regs::SCP0, Rw).bits(16, 31),
+            Limit::Fixed(0),
+            Limit::Fixed(65535),
+            1,
+            "",
+        ),
+    ),
+    feature(
+        "GevSCPSPacketSize",
+        "GigEVision",
+        Expert,
+        "Size of the stream's UDP payload plus IP and UDP headers, in bytes.",
+        int_range(
+            reg(regs::SCPS0, Rw).bits(16, 31),
+            Limit::Fixed(576),
+            Limit::Fixed(9000),
+            4,
+            "B",
+        ),
+    ),
+    feature(
+        "GevSCPSDoNotFragment",
+        "GigEVision",
+        Guru,
+        "Stream packets carry IPv4's Don't Fragment bit.",
+        Kind::Bool {
+            reg: reg(regs::SCPS0, Rw).bit(1),
+        },
+    ),
+    feature(
+        "GevSCPSFireTestPacket",
+        "GigEVision",
+        Guru,
+        "Send one test packet of GevSCPSPacketSize bytes to the stream destination.",
+        Kind::Bool {
+            reg: reg(regs::SCPS0, Rw).bit(0).volatile(),
+        },
+    ),
+    feature(
+        "GevSCPD",
+        "GigEVision",
+        Expert,
+        "Delay between stream packets, in timestamp ticks.",
+        int(reg(regs::SCPD0, Rw)),
+    ),
+    feature(
+        "GevSCDA",
+        "GigEVision",
+        Expert,
+        "IPv4 address of the stream's destination.",
+        int(reg(regs::SCDA0, Rw)),
+    ),
+    feature(
+        "GevSCSP",
+        "GigEVision",
+        Expert,
+        "UDP source port of the stream.",
+        int(reg(regs::SCSP0, Ro).bits(16, 31)),
+    ),
+    feature(
+        "GevGVSPExtendedIDMode",
+        "GigEVision",
+        Expert,
+        "On: GVSP packets carry 64-bit block ids and 32-bit packet ids (GEV 2.0).",
+        Kind::Enum {
+            reg: reg(regs::GVSP_CONFIG, Rw).bit(1),
+            entries: &[std_entry("Off", 0), std_entry("On", 1)],
+        },
+    ),
+];
