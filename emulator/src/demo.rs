@@ -82,6 +82,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         gso: true,
         gvsp_gso: false,
         latency_log: None,
+        trigger_hz: None,
     };
     let camera = {
         let stop = stop_camera.clone();

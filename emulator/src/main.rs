@@ -117,6 +117,11 @@ struct RunArgs {
     /// Serial number, also the GenICam DeviceID.
     #[arg(long, default_value = "RDMACAM0001")]
     serial: String,
+    /// Drive the camera's input Line0 with this many pulses per second (a square wave): a
+    /// host that sets TriggerSource Line0 (and TriggerMode On) gets one frame per rising edge,
+    /// or per edge its TriggerActivation names. Without it Line0 stays low.
+    #[arg(long)]
+    trigger_hz: Option<f64>,
     /// GigE Vision version to report, MAJOR.MINOR.
     #[arg(long, default_value = "2.2", value_parser = parse_version)]
     gev_version: (u16, u16),
@@ -257,6 +262,7 @@ fn main() -> ExitCode {
                 gev_version: a.gev_version,
                 seed: a.seed,
                 duration: a.duration.map(std::time::Duration::from_secs_f64),
+                trigger_hz: a.trigger_hz,
                 link_mbps: a.link_mbps.unwrap_or(match a.transport {
                     Transport::Gvsp => 1000,
                     Transport::Udp | Transport::Verbs => 10_000,

@@ -91,6 +91,9 @@ pub struct RunOptions {
     pub gvsp_gso: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
+    /// Drive input Line0 with a square wave of this frequency (rising edges per second), for
+    /// hosts that set TriggerSource Line0; None = Line0 stays low.
+    pub trigger_hz: Option<f64>,
 }
 
 /// The camera's own GVCP socket: exclusive, so one address is one camera.
@@ -221,6 +224,11 @@ impl RunOptions {
                 );
             }
         }
+        if let Some(hz) = self.trigger_hz
+            && !(hz > 0.0 && hz <= 10_000.0)
+        {
+            bail!("--trigger-hz {hz} is out of range: more than 0, at most 10000");
+        }
         // the camera shortens its exposure to fit the frame rate: the bound is 1 / 1 us, capped
         if let Some(Kind::Float { min, unit, .. }) = by_name("AcquisitionFrameRate").map(|f| f.kind)
         {
@@ -269,6 +277,10 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         u
     };
     let stream_port = stream_sock.local_addr()?.port();
+    // the message channel: events leave from here (MCSP), hosts acknowledge to it
+    let message_sock = UdpSocket::bind(SocketAddrV4::new(ip, 0))?;
+    message_sock.set_nonblocking(true)?;
+    let message_port = message_sock.local_addr()?.port();
 
     let mut cfg = DeviceConfig::new(ip, mac_for(ip), &opts.serial);
     cfg.sensor_width = opts.sensor_width;
@@ -283,6 +295,15 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     cfg.link_speed_mbps = opts.link_mbps;
     cfg.first_frame_mbps = opts.first_frame_mbps;
     cfg.orsp_offered = opts.roce || opts.verbs.is_some();
+    cfg.message_source_port = message_port;
+    // Device ticks are the machine's real-time clock in ns, read once here and advanced by the
+    // monotonic clock: every camera on this machine shares one time base (a stand-in for
+    // IEEE 1588, which the emulator does not run), so an action command fired on several of
+    // them stamps their frames alike.
+    let t0 = StdInstant::now();
+    cfg.tick_offset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let ports = RocePorts {
         // The socket's own ephemeral port, not the QP's entropy port: that one (0xC000 and up)
         // lies in Linux's ephemeral range, and when another socket on the machine holds it the
@@ -336,7 +357,6 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         }
     );
 
-    let t0 = StdInstant::now();
     let mono_t0 = rdmacam_hil::net::monotonic_ns();
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut latency_log = match &opts.latency_log {
@@ -354,6 +374,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     let mut tx = vec![0u8; 2048];
     let mut gvsp = GvspBatch::new(opts.gvsp_gso);
     let mut stream_df = None;
+    let mut line0 = false;
     let mut roce_rx = vec![0u8; 65536];
     let mut roce_tx = vec![vec![0u8; 9216]; TX_BATCH];
     let mut tx_len = [0usize; TX_BATCH];
@@ -390,6 +411,37 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                         break;
                     }
                 }
+            }
+        }
+        // the message channel: acknowledges in, events (and their resends) out
+        loop {
+            match message_sock.recv_from(&mut rx) {
+                Ok((n, _)) => {
+                    busy = true;
+                    cam.device().handle_message(&rx[..n]);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    warn!("message channel receive failed: {e}");
+                    break;
+                }
+            }
+        }
+        while let Some(m) = cam.device().poll_message(now(), &mut tx) {
+            busy = true;
+            if let Err(e) =
+                message_sock.send_to(&tx[..m.len], SocketAddrV4::new(m.dst_ip, m.dst_port))
+            {
+                warn!("event send failed: {e}");
+            }
+        }
+        // Line0: a square wave, high for the first half of each period
+        if let Some(hz) = opts.trigger_hz {
+            let phase = (t0.elapsed().as_secs_f64() * hz).fract();
+            let level = phase < 0.5;
+            if level != line0 {
+                line0 = level;
+                cam.device().set_line0(now(), level);
             }
         }
         cam.handle_timeout(now());
@@ -478,11 +530,17 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         }
         gvsp.flush(&stream_sock);
         if !busy {
-            let wait = cam
+            let mut wait = cam
                 .poll_timeout()
                 .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
                 .unwrap_or(Duration::from_millis(1))
                 .min(Duration::from_micros(500));
+            if let Some(hz) = opts.trigger_hz {
+                // wake for Line0's next edge
+                let half = 0.5 / hz;
+                let into = t0.elapsed().as_secs_f64() % half;
+                wait = wait.min(Duration::from_secs_f64(half - into));
+            }
             // Block on the sockets until a packet (an ACK, a command) arrives or a timer is
             // due; never spin (a spinning camera starves the host's receive thread on a small
             // machine), and never sleep blind (an ACK would wait out the whole sleep). The verbs
@@ -491,9 +549,10 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 let c = control.as_fd();
                 let d0 = discovery[0].as_fd();
                 let d1 = discovery.get(1).map_or(d0, |d| d.as_fd());
+                let m = message_sock.as_fd();
                 let r = match roce.as_ref() {
-                    Some(r) => rdmacam_hil::net::wait_readable([c, d0, d1, r.as_fd()], wait),
-                    None => rdmacam_hil::net::wait_readable([c, d0, d1], wait),
+                    Some(r) => rdmacam_hil::net::wait_readable([c, d0, d1, m, r.as_fd()], wait),
+                    None => rdmacam_hil::net::wait_readable([c, d0, d1, m], wait),
                 };
                 if let Err(e) = r {
                     warn!("poll failed: {e}");
@@ -507,7 +566,22 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     }
     let s = cam.device().stream_counters();
     let g = cam.device().gvcp_counters();
+    let ev = cam.device().event_counters();
+    let ac = cam.device().action_counters();
+    let missed = cam.device().frame_triggers_missed();
     log_rc(&cam);
+    info!(
+        frame_triggers_missed = missed,
+        events_sent = ev.sent,
+        events_resent = ev.resent,
+        events_acknowledged = ev.acknowledged,
+        events_unacknowledged = ev.unacknowledged,
+        events_dropped = ev.dropped,
+        actions_fired = ac.fired,
+        actions_late = ac.late,
+        actions_refused = ac.refused,
+        "triggers, events and actions"
+    );
     info!(
         frames = s.frames_sent,
         packets = s.packets_sent,

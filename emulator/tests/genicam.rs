@@ -145,3 +145,91 @@ fn the_served_xml_loads_in_the_reference_genapi_and_every_feature_works() {
         String::from_utf8_lossy(&v.stderr)
     );
 }
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Triggers, chunk data, events and action commands, driven through the reference GenApi and
+/// read back with its own chunk and event adapters (`tests/genicam/features_check.py`); the
+/// message-channel traffic and the action commands it recorded are decoded by Wireshark's GVCP
+/// dissector without an expert note.
+#[test]
+fn triggers_chunks_events_and_actions_through_the_reference_genapi_and_wireshark() {
+    let Some(py) = genapi_python() else { return };
+    let ip = Ipv4Addr::new(127, 0, 0, 13);
+    let _cam = camera(ip);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("gvcp.pcap");
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(&py)
+        .arg(repo().join("tests/genicam/features_check.py"))
+        .arg(ip.to_string())
+        .arg("--pcap")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("features_check: {text}");
+    assert!(
+        out.status.success(),
+        "features through the reference GenApi: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !have("tshark") {
+        assert!(
+            std::env::var("RDMACAM_REQUIRE_ARAVIS").is_err(),
+            "tshark missing but RDMACAM_REQUIRE_ARAVIS is set"
+        );
+        eprintln!("SKIPPED (Wireshark): install tshark");
+        return;
+    }
+    let facts: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    let port = facts["facts"]["message_port"].as_u64().unwrap();
+    let decode = format!("udp.port=={port},gvcp");
+    let tshark = |extra: &[&str]| {
+        let o = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-d", &decode])
+            .args(extra)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let summary = tshark(&[]);
+    for what in [
+        "EVENT_CMD",
+        "EVENT_ACK",
+        "EVENTDATA_CMD",
+        "ACTION_CMD",
+        "ACTION_ACK",
+    ] {
+        assert!(
+            summary.contains(what),
+            "Wireshark saw no {what}:\n{summary}"
+        );
+    }
+    assert!(!summary.contains("Malformed"), "{summary}");
+    let detail = tshark(&["-V"]);
+    for field in [
+        "64 bit ID: True",
+        "Device Specific ID: 0x9103",
+        "Event Data: 00000001",
+        "Action Device Key: 0x12345678",
+    ] {
+        assert!(detail.contains(field), "Wireshark did not decode {field}");
+    }
+    let expert = tshark(&["-q", "-z", "expert"]);
+    assert!(
+        !expert.contains("Error") && !expert.contains("Warning"),
+        "Wireshark's expert notes: {expert}"
+    );
+}
