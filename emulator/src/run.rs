@@ -2,7 +2,8 @@
 //!
 //! GVCP: one socket bound to ADDR:3956, without SO_REUSEADDR, answers what is sent to the
 //! camera's address: a second camera on the same address cannot start (it gets a clear error
-//! instead of silently taking half the answers). Broadcast DISCOVERY is heard on sockets bound
+//! instead of silently taking half the answers). Broadcast DISCOVERY and ACTION_CMD are heard on
+//! sockets bound
 //! to 255.255.255.255:3956 and to the subnet's broadcast address, shared (SO_REUSEADDR and
 //! SO_REUSEPORT, as aravis's fake camera binds them) so other GigE Vision devices on the same
 //! machine hear it too; nothing is bound to 0.0.0.0:3956, which would block them and would hear
@@ -139,12 +140,21 @@ fn subnet_broadcast(ip: Ipv4Addr) -> Option<Ipv4Addr> {
             .and_then(|s| s.as_sockaddr_in())
             .map(|s| s.ip());
         if here == Some(ip) {
+            // the interface's broadcast address; without one (`ip addr add` without `brd +`),
+            // the subnet's, from the mask: hosts still send there
+            let from_mask = a
+                .netmask
+                .as_ref()
+                .and_then(|m| m.as_sockaddr_in())
+                .map(|m| Ipv4Addr::from(u32::from(ip) | !u32::from(m.ip())));
+            let usable = |b: &Ipv4Addr| *b != ip && !b.is_unspecified() && !b.is_broadcast();
             return a
                 .broadcast
                 .as_ref()
                 .and_then(|b| b.as_sockaddr_in())
                 .map(|b| b.ip())
-                .filter(|b| *b != ip && !b.is_unspecified());
+                .filter(usable)
+                .or(from_mask.filter(usable));
         }
     }
     None
@@ -392,9 +402,11 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                     Ok((n, SocketAddr::V4(src))) => {
                         busy = true;
                         let datagram = &rx[..n];
+                        // broadcast carries DISCOVERY and ACTION_CMD (a rig fires at once)
                         if only_discovery
-                            && gvcp::Command::parse(datagram)
-                                .map_or(true, |c| c.command != gvcp::cmd::DISCOVERY)
+                            && gvcp::Command::parse(datagram).map_or(true, |c| {
+                                c.command != gvcp::cmd::DISCOVERY && c.command != gvcp::cmd::ACTION
+                            })
                         {
                             continue;
                         }

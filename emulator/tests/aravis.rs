@@ -575,3 +575,40 @@ kill $(jobs -p) 2>/dev/null
     );
     assert!(text.contains("stray silent"), "{text}");
 }
+
+/// Acquisition code as host teams write it with aravis's GObject API
+/// (`tests/aravis/triggers_and_chunks.py`), on aravis's default receive path (a packet socket,
+/// as root) and on its socket path: N software triggers give exactly N buffers; MultiFrame K
+/// gives K and stops; every chunk read with aravis's ArvChunkParser equals the feature, the
+/// buffer's frame id and timestamp; triggers faster than the exposure give fewer buffers and
+/// FrameTriggerMissedCount counts exactly the rest; Line0, driven by `--trigger-hz 20`, gives
+/// frames whole pulse periods apart.
+#[test]
+fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
+    if !aravis_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ip = Ipv4Addr::new(127, 0, 0, 14);
+    let _cam = Camera::start(None, ip, "TRIGGERS", &["--trigger-hz", "20"]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/triggers_and_chunks.py");
+    for extra in [&[][..], &["--socket"][..]] {
+        let out = Command::new("timeout")
+            .arg("120")
+            .arg("/usr/bin/python3")
+            .arg(&script)
+            .arg(ip.to_string())
+            .args(["--line-hz", "20"])
+            .args(extra)
+            .output()
+            .expect("triggers_and_chunks.py");
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("triggers_and_chunks {extra:?}: {text}");
+        assert!(
+            out.status.success(),
+            "aravis {extra:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -233,3 +233,73 @@ fn triggers_chunks_events_and_actions_through_the_reference_genapi_and_wireshark
         "Wireshark's expert notes: {expert}"
     );
 }
+
+/// A rig: three cameras on one subnet (a network namespace) fire together on one broadcast
+/// ACTION_CMD (their frame timestamps, on the machine's shared time base, agree within 1 ms),
+/// and on a scheduled one at its time; wrong device key, group key or mask fires none
+/// (`tests/genicam/action_group.py`, cameras configured through the reference GenApi).
+#[test]
+fn one_broadcast_action_command_fires_three_cameras_together() {
+    let Some(py) = genapi_python() else { return };
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    if !(root && have("ip")) {
+        assert!(
+            std::env::var("RDMACAM_REQUIRE_ARAVIS").is_err(),
+            "the action rig needs root and iproute2 (RDMACAM_REQUIRE_ARAVIS is set)"
+        );
+        eprintln!("SKIPPED: needs root and iproute2");
+        return;
+    }
+    let ns = format!("rdmacam-act-{}", std::process::id());
+    let bin = std::env::var_os("RDMACAM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rdmacam")));
+    // one veth end carries the host (.1) and the three cameras (.2-.4), no `brd`: the cameras
+    // work the subnet's broadcast address out from the mask
+    let script = format!(
+        r#"set -eu
+ip link set lo up
+ip link add v0 type veth peer name v1
+ip addr add 10.89.0.1/24 dev v0
+for i in 2 3 4; do ip addr add 10.89.0.$i/24 dev v0; done
+ip link set v0 up; ip link set v1 up
+for i in 2 3 4; do "{bin}" run --ip 10.89.0.$i --serial RIG$i --duration 60 2>/dev/null & done
+sleep 1.5
+set +e
+timeout 90 "{py}" "{action}" 10.89.0.1 10.89.0.255 10.89.0.2 10.89.0.3 10.89.0.4
+r=$?
+kill $(jobs -p) 2>/dev/null
+exit $r
+"#,
+        bin = bin.display(),
+        py = py.display(),
+        action = repo().join("tests/genicam/action_group.py").display()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns, "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let _ = Command::new("sh")
+        .args([
+            "-c",
+            &format!("ip netns pids {ns} | xargs -r kill; ip netns del {ns}"),
+        ])
+        .status();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("action_group: {text}");
+    assert!(
+        out.status.success(),
+        "the action rig: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
