@@ -266,12 +266,13 @@ ip link add v0 type veth peer name v1
 ip addr add 10.89.0.1/24 dev v0
 for i in 2 3 4; do ip addr add 10.89.0.$i/24 dev v0; done
 ip link set v0 up; ip link set v1 up
-for i in 2 3 4; do "{bin}" run --ip 10.89.0.$i --serial RIG$i --duration 60 2>/dev/null & done
+pids=""
+for i in 2 3 4; do "{bin}" run --ip 10.89.0.$i --serial RIG$i --duration 60 2>/dev/null & pids="$pids $!"; done
 sleep 1.5
 set +e
 timeout 90 "{py}" "{action}" 10.89.0.1 10.89.0.255 10.89.0.2 10.89.0.3 10.89.0.4
 r=$?
-kill $(jobs -p) 2>/dev/null
+kill $pids 2>/dev/null
 exit $r
 "#,
         bin = bin.display(),
