@@ -1,14 +1,14 @@
 //! The camera task: UDP sockets on embassy-net, datagrams in and out of the [`Camera`].
 //!
 //! GVCP on 3956 (discovery broadcasts included), RoCEv2 on 4791 both ways, GVSP from
-//! [`GVSP_PORT`]. Receiving never blocks the sender: each round takes what has arrived, runs the
+//! [`GVSP_PORT`], events (the message channel) from [`MESSAGE_PORT`]. Receiving never blocks the sender: each round takes what has arrived, runs the
 //! timers, sends what is due, and sleeps only when nothing happened, until a datagram arrives
 //! or the camera's next deadline.
 
 use core::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use core::task::{Context, Poll, Waker};
 
-use embassy_futures::select::select3;
+use embassy_futures::select::select4;
 use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_net::{IpAddress, IpEndpoint, Stack};
 use embassy_time::Timer;
@@ -21,6 +21,9 @@ use crate::camera::{self, FwCamera, ROCE_PORT};
 pub const GVCP_PORT: u16 = 3956;
 /// UDP port GVSP leaves from (the device reports it in SCSP).
 pub const GVSP_PORT: u16 = 20202;
+/// UDP port events leave from and their acknowledges come back to (the device reports it in
+/// MCSP).
+pub const MESSAGE_PORT: u16 = 20203;
 
 /// Socket buffers of the camera task; a board keeps them in a `static`.
 pub struct Buffers {
@@ -36,6 +39,10 @@ pub struct Buffers {
     gvsp_tx_meta: [PacketMetadata; 64],
     gvsp_rx: [u8; 64],
     gvsp_tx: [u8; 64 * 1024],
+    msg_rx_meta: [PacketMetadata; 4],
+    msg_tx_meta: [PacketMetadata; 4],
+    msg_rx: [u8; 256],
+    msg_tx: [u8; 512],
     datagram: [u8; 9216],
     out: [u8; 9216],
 }
@@ -56,6 +63,10 @@ impl Buffers {
             gvsp_tx_meta: [PacketMetadata::EMPTY; 64],
             gvsp_rx: [0; 64],
             gvsp_tx: [0; 64 * 1024],
+            msg_rx_meta: [PacketMetadata::EMPTY; 4],
+            msg_tx_meta: [PacketMetadata::EMPTY; 4],
+            msg_rx: [0; 256],
+            msg_tx: [0; 512],
             datagram: [0; 9216],
             out: [0; 9216],
         }
@@ -131,7 +142,15 @@ pub async fn run<S: FrameSource>(
         &mut b.gvsp_tx_meta,
         &mut b.gvsp_tx,
     );
+    let mut msg = UdpSocket::new(
+        stack,
+        &mut b.msg_rx_meta,
+        &mut b.msg_rx,
+        &mut b.msg_tx_meta,
+        &mut b.msg_tx,
+    );
     // binding a fresh socket to a free port cannot fail
+    let _ = msg.bind(MESSAGE_PORT);
     let _ = gvcp.bind(GVCP_PORT);
     let _ = roce.bind(ROCE_PORT);
     let _ = gvsp.bind(GVSP_PORT);
@@ -160,6 +179,16 @@ pub async fn run<S: FrameSource>(
             if let Some(ip) = v4(meta.endpoint.addr) {
                 cam.handle_ib(now(), IpAddr::V4(ip), local, 0, &datagram[..n]);
             }
+        }
+        // the message channel: acknowledges in, events (and their resends) out
+        while let Poll::Ready(Ok((n, _))) = msg.poll_recv_from(datagram, &mut noop) {
+            busy = true;
+            cam.device().handle_message(&datagram[..n]);
+        }
+        while let Some(m) = cam.device().poll_message(now(), out) {
+            busy = true;
+            let to = IpEndpoint::new(IpAddress::Ipv4(m.dst_ip), m.dst_port);
+            let _ = msg.send_to(&out[..m.len], to).await;
         }
         cam.handle_timeout(now());
         while let Some(ev) = cam.poll_event() {
@@ -192,9 +221,10 @@ pub async fn run<S: FrameSource>(
                 .map_or(t + 1_000_000, |d| d.0)
                 .clamp(t, t + 1_000_000);
             let at = embassy_time::Instant::from_micros(wake / 1000);
-            select3(
+            select4(
                 gvcp.wait_recv_ready(),
                 roce.wait_recv_ready(),
+                msg.wait_recv_ready(),
                 Timer::at(at),
             )
             .await;

@@ -12,7 +12,10 @@
 //!    and a REQ to a port nobody listens on comes back as REJ reason 8;
 //! 5. the XML the firmware serves loads in EMVA's reference GenApi (PyPI `genicam`, the venv
 //!    scripts/setup.sh makes) and every feature reads and writes through GVCP
-//!    (`tests/genicam/genapi_check.py`), as for the emulator.
+//!    (`tests/genicam/genapi_check.py`), as for the emulator;
+//! 6. software trigger, missed triggers, chunk data (read with the reference GenApi's chunk
+//!    adapter), events and action commands work on the firmware as on the emulator
+//!    (`tests/genicam/features_check.py`).
 //!
 //! Needs root (TAP, namespaces), iproute2, tshark and aravis-tools. Without them the test prints
 //! SKIPPED, unless RDMACAM_REQUIRE_ARAVIS=1 (CI), which makes that a failure.
@@ -282,6 +285,26 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
         assert!(
             out.status.success(),
             "the reference GenApi refused the firmware: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // 6. software trigger, missed triggers, chunk data, events and action commands, as for
+        // the emulator (the firmware runs the same device code on embassy-net)
+        let pcap = std::env::temp_dir().join(format!("rdmacam-fw-{}.pcap", std::process::id()));
+        let out = Command::new("ip")
+            .args(["netns", "exec", NETNS, "timeout", "120"])
+            .arg(&py)
+            .arg(repo.join("tests/genicam/features_check.py"))
+            .arg("192.0.2.2")
+            .arg("--pcap")
+            .arg(&pcap)
+            .output()
+            .expect("features_check.py");
+        let _ = std::fs::remove_file(&pcap);
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("features_check (firmware): {text}");
+        assert!(
+            out.status.success(),
+            "the firmware's triggers, chunks, events or actions: {text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
     } else {

@@ -159,7 +159,11 @@ def main():
     nm.load_xml_from_string(xml)
     nm.connect(GvcpPort(gvcp), "Device")
     gvcp.write_reg(CCP, 2)
-    host_ip = "127.0.0.1" if a.address.startswith("127.") else a.address  # same machine
+    # this host's address towards the camera (where streams and events are sent)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.connect((a.address, a.port))
+    host_ip = probe.getsockname()[0]
+    probe.close()
     stream = Stream(host_ip)
     messages = Messages(host_ip, pcap)
     # one event adapter for the node map (a second one finds the event ports taken)

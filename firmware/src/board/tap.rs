@@ -11,7 +11,7 @@ use clap::Parser;
 use embassy_executor::Spawner;
 use embassy_net::{Config, Ipv4Cidr, Stack, StackResources, StaticConfigV4};
 use embassy_net_tuntap::TunTapDevice;
-use rdmacam_firmware::app::{self, Buffers, GVSP_PORT};
+use rdmacam_firmware::app::{self, Buffers, GVSP_PORT, MESSAGE_PORT};
 use rdmacam_firmware::protocol::device::pattern::SyntheticSource;
 use rdmacam_firmware::protocol::device::{Device, DeviceConfig};
 use rdmacam_firmware::protocol::wire::pmtu::Pmtu;
@@ -88,6 +88,7 @@ async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu
     cfg.sensor_height = args.height.max(1024);
     cfg.frame_rate = args.fps;
     cfg.stream_source_port = GVSP_PORT;
+    cfg.message_source_port = MESSAGE_PORT;
     cfg.orsp_max_pmtu = pmtu;
     cfg.link_speed_mbps = 1000;
     let mut device = Device::new(cfg);

@@ -18,7 +18,7 @@ use critical_section::Mutex;
 use embassy_executor::Spawner;
 use embassy_net::{Config, StackResources};
 use embassy_time::{Duration, Timer};
-use rdmacam_firmware::app::{self, Buffers, GVSP_PORT};
+use rdmacam_firmware::app::{self, Buffers, GVSP_PORT, MESSAGE_PORT};
 use rdmacam_firmware::protocol::device::pattern::SyntheticSource;
 use rdmacam_firmware::protocol::device::{Device, DeviceConfig};
 use rdmacam_firmware::protocol::wire::pmtu::Pmtu;
@@ -180,6 +180,7 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     cfg.width = 640;
     cfg.height = 480;
     cfg.stream_source_port = GVSP_PORT;
+    cfg.message_source_port = MESSAGE_PORT;
     // the GEM driver's frames are at most 1536 bytes: 1500-byte IP MTU, path MTU 1024
     cfg.orsp_max_pmtu = Pmtu::Mtu1024;
     cfg.link_speed_mbps = 1000;
