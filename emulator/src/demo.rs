@@ -117,6 +117,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         cm_port: None,
         transport: Default::default(),
         latency_log: None,
+        chunks: false,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

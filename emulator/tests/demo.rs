@@ -196,6 +196,7 @@ fn host_options(
         cm_port,
         transport: Default::default(),
         latency_log: None,
+        chunks: false,
     }
 }
 
@@ -462,4 +463,27 @@ fn a_killed_camera_is_named_as_the_cause() {
         host.join().unwrap().expect_err("the stream cannot go on")
     );
     assert!(e.contains("stopped answering GVCP"), "{e}");
+}
+
+/// Chunk data over ORSP: the reference host switches chunk mode on (`--chunks`), every frame's
+/// chunk block lands in the host buffer after the image, the TRAILER's GVSP part says so
+/// (payload type 0x4001, payload length), and the host parses the chunks from the end of the
+/// buffer (ChunkFrameID = the block id, ChunkWidth = the leader's) besides checking the image.
+#[test]
+fn chunk_data_reaches_the_host_buffer_over_orsp() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ports = (39587, 47942, 47943);
+    let mut cam = spawn_udp_camera(ports, &[]);
+    let mut o = host_options(ports, 30, None);
+    o.chunks = true;
+    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let s = s.unwrap();
+    assert_eq!(
+        (s.frames_received, s.frames_bad, s.frames_with_chunks),
+        (30, 0, 30),
+        "{s:?}"
+    );
 }

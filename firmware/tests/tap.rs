@@ -133,6 +133,7 @@ fn host_options(frames: u64, cm_port: Option<u16>) -> rdmacam_hil::run::HostOpti
         cm_port,
         transport: Default::default(),
         latency_log: None,
+        chunks: false,
     }
 }
 

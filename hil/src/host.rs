@@ -73,6 +73,9 @@ pub struct Summary {
     pub gbit_per_s: f64,
     /// Wall time of the stream.
     pub seconds: f64,
+    /// Good frames that carried chunk data (`--chunks`): parsed from the end of the buffer,
+    /// ChunkFrameID equal to the block id, ChunkWidth to the leader's width.
+    pub frames_with_chunks: u64,
 }
 
 /// Per-stream statistics as frames arrive.

@@ -59,6 +59,9 @@ pub struct HostOptions {
     /// Write each TRAILER's block id and arrival time (CLOCK_MONOTONIC ns) here as CSV, to
     /// join with the camera's `--latency-log` (scripts/latency.py).
     pub latency_log: Option<std::path::PathBuf>,
+    /// Switch chunk data on (ChunkModeActive, every ChunkSelector entry enabled) before
+    /// streaming; every frame's chunks are then parsed and checked.
+    pub chunks: bool,
 }
 
 /// The host's RoCEv2 transport.
@@ -345,6 +348,15 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
 
 /// Everything after taking control.
 fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Result<Summary> {
+    if o.chunks {
+        use rdmacam_protocol::device::features::chunks::CHUNKS;
+        for c in CHUNKS {
+            gvcp.write(regs::CHUNK_ENABLE + 4 * c.selector, 1)?;
+        }
+        gvcp.write(regs::CHUNK_MODE_ACTIVE, 1)
+            .context("the camera refused chunk mode (ChunkModeActive)")?;
+    }
+    // with chunks, the payload (and the buffers) hold the image and its chunk data
     let payload = gvcp.read(regs::PAYLOAD_SIZE)? as usize;
     let pattern = Pattern::from_u32(gvcp.read(regs::TEST_PATTERN)?).unwrap_or(Pattern::Gradient);
     let major = gvcp.read(oregs::BASE + oregs::ORSP_VERSION)? >> 16;
@@ -361,7 +373,15 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     let caps = gvcp.read(oregs::BASE + oregs::ORSP_CAPS)?;
     let camera_pmtu = Pmtu::from_code(((caps >> 8) & 0xf) as u8).unwrap_or(Pmtu::Mtu1024);
     if let Some(fps) = o.fps {
-        gvcp.write(regs::FRAME_RATE, fps.to_bits())?;
+        // a frame period holds one exposure (AcquisitionFrameRate's maximum follows
+        // ExposureTime): shorten the exposure first when it is too long for the rate
+        let exposure_us = f32::from_bits(gvcp.read(regs::EXPOSURE_TIME)?);
+        let longest = 1e6 / fps;
+        if exposure_us > longest {
+            gvcp.write(regs::EXPOSURE_TIME, longest.max(1.0).to_bits())?;
+        }
+        gvcp.write(regs::FRAME_RATE, fps.to_bits())
+            .with_context(|| format!("the camera refused AcquisitionFrameRate {fps}"))?;
     }
     let roce_local = o.roce_local.unwrap_or(std::net::IpAddr::V4(o.local));
     let camera_roce = o.camera_roce.unwrap_or(std::net::IpAddr::V4(o.camera));
@@ -629,6 +649,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         retransmitted_packets: u64::from(retransmitted),
         gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
         seconds,
+        frames_with_chunks: s.chunk_frames,
     })
 }
 

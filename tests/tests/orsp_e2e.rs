@@ -856,6 +856,8 @@ fn the_rate_limit_caps_orsp_and_packets_are_ecn_capable() {
     w.write(regs::CCP, 2);
     w.write(oregs::BASE + oregs::RATE_LIMIT, 500);
     assert_eq!(w.read(oregs::BASE + oregs::RATE_LIMIT), 500);
+    // a frame period holds an exposure: shorten it before asking for 5000 frames/s
+    w.write(regs::EXPOSURE_TIME, 100f32.to_bits());
     w.write(regs::FRAME_RATE, 5000f32.to_bits()); // the limit, not the frame rate, paces
     assert_eq!(
         w.read(oregs::BASE + oregs::TX_TUNING) & 3,

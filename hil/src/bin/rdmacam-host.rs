@@ -79,6 +79,10 @@ struct Args {
     /// byte leaving the camera to the host seeing its TRAILER.
     #[arg(long, value_name = "FILE")]
     latency_log: Option<std::path::PathBuf>,
+    /// Switch the camera's chunk data on (ChunkModeActive, every chunk enabled): each frame
+    /// then carries its chunks after the image, and the host parses and checks them.
+    #[arg(long)]
+    chunks: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
             },
         },
         latency_log: a.latency_log,
+        chunks: a.chunks,
     };
     match run_host(&o, &stop) {
         Ok(s) => s.report(a.json),

@@ -453,7 +453,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// ORSP_CAPS.
     fn caps(&self) -> u32 {
         let tos = if self.tos_capable { regs::CAP_TOS } else { 0 };
-        regs::CAP_RC | regs::CAP_CM | tos | (self.max_pmtu << 8)
+        regs::CAP_RC | regs::CAP_CHUNKS | regs::CAP_CM | tos | (self.max_pmtu << 8)
     }
 
     /// Whether the transport puts TX_TUNING's DSCP/ECN byte on the wire (default yes). A

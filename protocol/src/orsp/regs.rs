@@ -43,6 +43,10 @@ pub const CONTROL_CLEAR_COUNTERS: u32 = 0x4;
 
 /// ORSP_CAPS: RC profile.
 pub const CAP_RC: u32 = 1 << 0;
+/// ORSP_CAPS: chunk data. With ChunkModeActive the chunk block (GenICam chunk layout, read
+/// from the end) follows the image in the host buffer, LEADER and TRAILER carry payload type
+/// 0x4001, and the TRAILER's GVSP trailer adds the payload length and ChunkLayoutID.
+pub const CAP_CHUNKS: u32 = 1 << 3;
 /// ORSP_CAPS: RDMA CM listener.
 pub const CAP_CM: u32 = 1 << 5;
 /// ORSP_CAPS (rdmacam extension, reserved in ORSP 1): the DSCP/ECN byte of TX_TUNING reaches

@@ -33,7 +33,7 @@ pub const FEATURES: &[Feature] = &[
     ),
     orsp_ro(
         "OrspCaps",
-        "bit 0 RC; bit 5 RDMA CM; bit 6 DSCP/ECN reaches the wire; bits 11..8 largest path MTU code.",
+        "bit 0 RC; bit 3 chunk data; bit 5 RDMA CM; bit 6 DSCP/ECN reaches the wire; bits 11..8 largest path MTU code.",
         orsp_regs::ORSP_CAPS,
     ),
     orsp_ro(
