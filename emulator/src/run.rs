@@ -311,6 +311,8 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     // IEEE 1588, which the emulator does not run), so an action command fired on several of
     // them stamps their frames alike.
     let t0 = StdInstant::now();
+    // the same moment on CLOCK_MONOTONIC, for --latency-log
+    let mono_t0 = rdmacam_hil::net::monotonic_ns();
     cfg.tick_offset = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -367,7 +369,6 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         }
     );
 
-    let mono_t0 = rdmacam_hil::net::monotonic_ns();
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut latency_log = match &opts.latency_log {
         Some(p) => {
