@@ -504,3 +504,124 @@ fn every_register_the_feature_table_names_reads_and_read_only_ones_refuse_writes
         }
     }
 }
+
+/// Leaders sent between `from` and `to` ms (polled every 100 µs), with their timestamps.
+fn leaders(
+    d: &mut Device,
+    src: &mut SyntheticSource,
+    from_ms: u64,
+    to_ms: u64,
+    mut at: impl FnMut(&mut Device, Instant),
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 9000];
+    let mut t = Instant::from_millis(from_ms);
+    while t < Instant::from_millis(to_ms) {
+        at(d, t);
+        d.handle_timeout(t);
+        while let Some(p) = d.poll_stream(t, src, &mut buf) {
+            let (h, hl) = Header::parse(&buf[..p.len]).unwrap();
+            if h.format == Format::Leader {
+                out.push(ImageLeader::parse(&buf[hl..p.len]).unwrap().timestamp);
+            }
+        }
+        t = t + std::time::Duration::from_micros(100);
+    }
+    out
+}
+
+fn streaming(exposure_us: f32) -> Device {
+    let mut d = device();
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    write(&mut d, 0, HOST_A, regs::SCDA0, u32::from(*HOST_A.ip()));
+    write(&mut d, 0, HOST_A, regs::SCP0, 60000);
+    write(&mut d, 0, HOST_A, regs::SCPS0, 1500);
+    write(
+        &mut d,
+        0,
+        HOST_A,
+        regs::EXPOSURE_TIME,
+        exposure_us.to_bits(),
+    );
+    d
+}
+
+#[test]
+fn trigger_delay_and_exposure_place_the_frame_and_its_timestamp() {
+    let mut d = streaming(2000.0);
+    write(&mut d, 0, HOST_A, regs::TRIGGER_MODE, 1); // FrameStart On, source Software
+    write(&mut d, 0, HOST_A, regs::TRIGGER_DELAY, 500f32.to_bits());
+    write(&mut d, 0, HOST_A, regs::ACQUISITION_COMMAND, 1);
+    let mut src = SyntheticSource::new(1);
+    assert!(
+        leaders(&mut d, &mut src, 1, 20, |_, _| {}).is_empty(),
+        "no trigger, no frame"
+    );
+    // TriggerSoftware at 20 ms: exposure 20.5..22.5 ms, stamped at its start
+    assert_eq!(write(&mut d, 20, HOST_A, regs::TRIGGER_SOFTWARE, 1), 0);
+    let got = leaders(&mut d, &mut src, 20, 40, |_, _| {});
+    assert_eq!(got, vec![20_500_000]);
+    assert_eq!(
+        leaders(&mut d, &mut src, 40, 45, |_, _| {}),
+        Vec::<u64>::new()
+    );
+}
+
+#[test]
+fn an_acquisition_start_trigger_arms_the_acquisition_and_starts_it() {
+    let mut d = streaming(1000.0);
+    let acq_start = regs::TRIGGER_STRIDE; // TriggerSelector AcquisitionStart's block
+    write(&mut d, 0, HOST_A, regs::TRIGGER_MODE + acq_start, 1);
+    write(&mut d, 0, HOST_A, regs::TRIGGER_SOURCE + acq_start, 0); // Software
+    write(&mut d, 0, HOST_A, regs::ACQUISITION_COMMAND, 1);
+    assert!(!d.acquiring(), "armed, waiting for its trigger");
+    let mut src = SyntheticSource::new(1);
+    assert!(leaders(&mut d, &mut src, 1, 30, |_, _| {}).is_empty());
+    // a FrameStart TriggerSoftware does nothing to the AcquisitionStart trigger
+    write(&mut d, 30, HOST_A, regs::TRIGGER_SOFTWARE, 1);
+    assert!(!d.acquiring());
+    write(&mut d, 30, HOST_A, regs::TRIGGER_SOFTWARE + acq_start, 1);
+    assert!(d.acquiring(), "the trigger started it");
+    // free running from there (FrameStart trigger off): frames every 1/30 s
+    assert!(leaders(&mut d, &mut src, 30, 110, |_, _| {}).len() >= 2);
+}
+
+#[test]
+fn line0_fires_on_the_edge_trigger_activation_names() {
+    let mut d = streaming(1000.0);
+    write(&mut d, 0, HOST_A, regs::TRIGGER_MODE, 1);
+    write(&mut d, 0, HOST_A, regs::TRIGGER_SOURCE, 1); // Line0
+    write(&mut d, 0, HOST_A, regs::TRIGGER_ACTIVATION, 1); // FallingEdge
+    write(&mut d, 0, HOST_A, regs::ACQUISITION_COMMAND, 1);
+    let mut src = SyntheticSource::new(1);
+    // Line0 high at 10 ms, low at 20 ms: one frame, exposed from the falling edge
+    let got = leaders(&mut d, &mut src, 1, 40, |d, t| {
+        if t == Instant::from_millis(10) {
+            d.set_line0(t, true);
+        }
+        if t == Instant::from_millis(20) {
+            d.set_line0(t, false);
+        }
+    });
+    assert_eq!(got, vec![20_000_000]);
+}
+
+#[test]
+fn timestamp_latch_and_reset() {
+    let mut d = device();
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    write(&mut d, 5, HOST_A, regs::TIMESTAMP_CONTROL, 2); // latch
+    let hi = read(&mut d, 5, HOST_A, regs::TIMESTAMP_LATCHED_HIGH).1;
+    let lo = read(&mut d, 5, HOST_A, regs::TIMESTAMP_LATCHED_LOW).1;
+    assert_eq!((u64::from(hi) << 32) | u64::from(lo), 5_000_000);
+    write(&mut d, 7, HOST_A, regs::TIMESTAMP_CONTROL, 1); // reset
+    write(&mut d, 9, HOST_A, regs::TIMESTAMP_CONTROL, 2);
+    assert_eq!(
+        read(&mut d, 9, HOST_A, regs::TIMESTAMP_LATCHED_LOW).1,
+        2_000_000
+    );
+    assert_eq!(
+        read(&mut d, 9, HOST_A, regs::TICK_FREQ_LOW).1,
+        1_000_000_000
+    );
+}
