@@ -118,6 +118,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         transport: Default::default(),
         latency_log: None,
         chunks: false,
+        reconnects: 0,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

@@ -197,6 +197,7 @@ fn host_options(
         transport: Default::default(),
         latency_log: None,
         chunks: false,
+        reconnects: 0,
     }
 }
 
@@ -458,11 +459,18 @@ fn a_killed_camera_is_named_as_the_cause() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let _ = cam.kill();
     let _ = cam.wait();
-    let e = format!(
-        "{:#}",
-        host.join().unwrap().expect_err("the stream cannot go on")
-    );
+    let err = host.join().unwrap().expect_err("the stream cannot go on");
+    let e = format!("{err:#}");
     assert!(e.contains("stopped answering GVCP"), "{e}");
+    // what arrived before the camera died is still reported (rdmacam-host --json prints it)
+    let partial = &err
+        .downcast_ref::<rdmacam_hil::run::StreamFailed>()
+        .expect("a failure after the stream started carries the partial summary")
+        .summary;
+    assert!(
+        partial.frames_received > 0 && partial.frames_bad == 0,
+        "{partial:?}"
+    );
 }
 
 /// Chunk data over ORSP: the reference host switches chunk mode on (`--chunks`), every frame's
@@ -484,6 +492,38 @@ fn chunk_data_reaches_the_host_buffer_over_orsp() {
     assert_eq!(
         (s.frames_received, s.frames_bad, s.frames_with_chunks),
         (30, 0, 30),
+        "{s:?}"
+    );
+}
+
+/// A camera that restarts mid-stream (killed, started again on the same address, all its
+/// state lost, as after a power cut): the reference host connects again by itself and ends with
+/// every frame it asked for, the summary adding both connections and counting the reconnection.
+#[test]
+fn the_reference_host_reconnects_to_a_restarted_camera() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ports = (39590, 47948, 47949);
+    let args = ["--width", "320", "--height", "240", "--fps", "50"];
+    let mut cam = spawn_udp_camera(ports, &args);
+    let mut o = host_options(ports, 400, None);
+    o.reconnects = 2;
+    let host = std::thread::spawn(move || {
+        rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    let _ = cam.kill();
+    let _ = cam.wait();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut cam = spawn_udp_camera(ports, &args);
+    let s = host.join().unwrap();
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let s = s.expect("the host connects again and finishes");
+    assert_eq!(s.reconnects, 1, "{s:?}");
+    assert_eq!(s.frames_bad, 0, "{s:?}");
+    assert!(
+        s.frames_received + s.frames_dropped >= 400 && s.frames_expected == 400,
         "{s:?}"
     );
 }

@@ -134,6 +134,7 @@ fn host_options(frames: u64, cm_port: Option<u16>) -> rdmacam_hil::run::HostOpti
         transport: Default::default(),
         latency_log: None,
         chunks: false,
+        reconnects: 0,
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Summary {
     /// Good frames that carried chunk data (`--chunks`): parsed from the end of the buffer,
     /// ChunkFrameID equal to the block id, ChunkWidth to the leader's width.
     pub frames_with_chunks: u64,
+    /// Times the host connected again after a stream failed (`--reconnect`).
+    pub reconnects: u32,
 }
 
 /// Per-stream statistics as frames arrive.

@@ -62,6 +62,9 @@ pub struct HostOptions {
     /// Switch chunk data on (ChunkModeActive, every ChunkSelector entry enabled) before
     /// streaming; every frame's chunks are then parsed and checked.
     pub chunks: bool,
+    /// Connect again this many times when a stream fails after it started (the camera
+    /// restarted, the connection broke), waiting for the camera to answer discovery.
+    pub reconnects: u32,
 }
 
 /// The host's RoCEv2 transport.
@@ -330,8 +333,111 @@ impl Plane {
     }
 }
 
-/// Connect to the camera over ORSP, stream, check every frame, and summarise.
+/// A stream that failed after it started: why, and what had arrived by then (`--json` prints
+/// both). Its message is the cause's.
+#[derive(Debug)]
+pub struct StreamFailed {
+    /// The frames and bytes received before the failure.
+    pub summary: Summary,
+    /// What went wrong.
+    pub cause: anyhow::Error,
+}
+
+impl std::fmt::Display for StreamFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.cause)
+    }
+}
+
+impl std::error::Error for StreamFailed {}
+
+/// Connect to the camera over ORSP, stream, check every frame, and summarise. A stream that
+/// fails after it started (the camera restarted, a connection error) is connected again, up to
+/// `o.reconnects` times, each after the camera answers discovery again (within 30 s); the
+/// summary adds up every connection's frames and counts the reconnections. When it still
+/// fails, the error is a [`StreamFailed`] (downcast it) with everything that arrived.
 pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
+    let started = StdInstant::now();
+    let mut total: Option<Summary> = None;
+    let mut reconnects = 0;
+    loop {
+        // what is left of the run: frames still expected, time still to stream
+        let mut left = o.clone();
+        if let (Some(n), Some(t)) = (o.frames, &total) {
+            left.frames = Some(
+                n.saturating_sub(t.frames_received + t.frames_dropped)
+                    .max(1),
+            );
+        }
+        if let Some(d) = o.duration {
+            left.duration = Some(d.saturating_sub(started.elapsed()));
+        }
+        match connect_and_stream(&left, stop) {
+            Ok(s) => return Ok(add(total, s, reconnects, o.frames)),
+            Err(e) => {
+                let Some(f) = e.downcast_ref::<StreamFailed>() else {
+                    return Err(e);
+                };
+                let sum = add(total, f.summary.clone(), reconnects, o.frames);
+                if reconnects >= o.reconnects || stop.load(Ordering::SeqCst) {
+                    let cause = anyhow::anyhow!("{e:#}");
+                    return Err(anyhow::Error::new(StreamFailed {
+                        summary: sum,
+                        cause,
+                    }));
+                }
+                reconnects += 1;
+                eprintln!(
+                    "rdmacam-host: {e:#}; connecting again ({reconnects} of {})",
+                    o.reconnects
+                );
+                total = Some(sum);
+                wait_for_camera(o, stop)?;
+            }
+        }
+    }
+}
+
+/// One connection's summary added to the ones before.
+fn add(total: Option<Summary>, s: Summary, reconnects: u32, frames: Option<u64>) -> Summary {
+    let Some(t) = total else {
+        return Summary { reconnects, ..s };
+    };
+    let seconds = t.seconds + s.seconds;
+    let bytes = t.bytes_received + s.bytes_received;
+    Summary {
+        frames_expected: frames.unwrap_or(t.frames_expected + s.frames_expected),
+        frames_received: t.frames_received + s.frames_received,
+        frames_bad: t.frames_bad + s.frames_bad,
+        frames_dropped: t.frames_dropped + s.frames_dropped,
+        bytes_received: bytes,
+        retransmitted_packets: t.retransmitted_packets + s.retransmitted_packets,
+        gbit_per_s: bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
+        seconds,
+        frames_with_chunks: t.frames_with_chunks + s.frames_with_chunks,
+        reconnects,
+    }
+}
+
+/// Wait until the camera answers discovery again (a restarting camera), at most 30 s.
+fn wait_for_camera(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<()> {
+    let camera = SocketAddrV4::new(o.camera, o.gvcp_port);
+    let t0 = StdInstant::now();
+    loop {
+        if let Ok(mut g) = GvcpClient::new(o.local, camera)
+            && g.command(0x0002, &[]).is_ok()
+        {
+            return Ok(());
+        }
+        if stop.load(Ordering::SeqCst) || t0.elapsed() > Duration::from_secs(30) {
+            bail!("the camera at {camera} did not come back within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One connection: discovery, control, session.
+fn connect_and_stream(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
     let camera = SocketAddrV4::new(o.camera, o.gvcp_port);
     let mut gvcp = GvcpClient::new(o.local, camera).context("GVCP socket")?;
     gvcp.command(0x0002, &[])
@@ -535,70 +641,95 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         HostTransport::Soft => None,
     };
     let mut destroyed: Option<StdInstant> = None;
-    while plane.stats().stream_end.is_none() {
-        if let Some(n) = destroy_after
-            && destroyed.is_none()
-            && plane.stats().good + plane.stats().bad >= n
-        {
-            destroy_qp(&mut plane, n);
-            destroyed = Some(StdInstant::now());
+    // the stream itself: a failure here still reports what arrived (StreamFailed)
+    let mut streamed = || -> Result<()> {
+        while plane.stats().stream_end.is_none() {
+            if let Some(n) = destroy_after
+                && destroyed.is_none()
+                && plane.stats().good + plane.stats().bad >= n
+            {
+                destroy_qp(&mut plane, n);
+                destroyed = Some(StdInstant::now());
+            }
+            if let Some(at) = destroyed {
+                camera_gives_up(gvcp, at)?;
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            let s = plane.stats();
+            if s.good + s.bad + s.dropped != seen {
+                (seen, moved) = (s.good + s.bad + s.dropped, StdInstant::now());
+            } else if moved.elapsed() > Duration::from_secs(10) {
+                let roce = std::net::SocketAddr::new(camera_roce, o.camera_rx_port);
+                bail!(
+                    "no frame from the camera for 10 s ({seen} so far): {}",
+                    stall_cause(gvcp, roce, roce_local)
+                );
+            }
+            if let Some(why) = plane.transport_error() {
+                bail!("{why} ({seen} frames so far)");
+            }
+            if !stopping
+                && (stop.load(Ordering::SeqCst) || o.duration.is_some_and(|d| start.elapsed() >= d))
+            {
+                gvcp.write(regs::ACQUISITION_COMMAND, 0)?;
+                stopping = true;
+            }
+            if stopping && start.elapsed() > o.duration.unwrap_or_default() + Duration::from_secs(5)
+            {
+                bail!("camera did not end the stream after AcquisitionStop");
+            }
+            if !plane.pump()? {
+                plane.wait()?;
+            }
+            if last_beat.elapsed() > Duration::from_millis(500) {
+                gvcp.heartbeat();
+                last_beat = StdInstant::now();
+            }
+            if o.progress && last_print.elapsed() > Duration::from_secs(1) {
+                let s = plane.stats();
+                let secs = start.elapsed().as_secs_f64();
+                // the camera's retransmission counter; the read doubles as the heartbeat
+                let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
+                last_beat = StdInstant::now();
+                let stats = format!(
+                    "({} bad, {} dropped) {:.1} frames/s {:.2} Gbit/s, {retransmitted} packets retransmitted",
+                    s.bad,
+                    s.dropped,
+                    (s.good + s.bad) as f64 / secs,
+                    s.bytes as f64 * 8.0 / secs / 1e9
+                );
+                match &bar {
+                    Some(b) => {
+                        b.set_position(s.good + s.bad);
+                        b.set_message(stats);
+                    }
+                    None => eprintln!("{} frames {stats}", s.good + s.bad),
+                }
+                last_print = StdInstant::now();
+            }
         }
-        if let Some(at) = destroyed {
-            camera_gives_up(gvcp, at)?;
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
+        Ok(())
+    };
+    if let Err(cause) = streamed() {
+        if let Some(b) = &bar {
+            b.abandon();
         }
         let s = plane.stats();
-        if s.good + s.bad + s.dropped != seen {
-            (seen, moved) = (s.good + s.bad + s.dropped, StdInstant::now());
-        } else if moved.elapsed() > Duration::from_secs(10) {
-            let roce = std::net::SocketAddr::new(camera_roce, o.camera_rx_port);
-            bail!(
-                "no frame from the camera for 10 s ({seen} so far): {}",
-                stall_cause(gvcp, roce, roce_local)
-            );
-        }
-        if let Some(why) = plane.transport_error() {
-            bail!("{why} ({seen} frames so far)");
-        }
-        if !stopping
-            && (stop.load(Ordering::SeqCst) || o.duration.is_some_and(|d| start.elapsed() >= d))
-        {
-            gvcp.write(regs::ACQUISITION_COMMAND, 0)?;
-            stopping = true;
-        }
-        if stopping && start.elapsed() > o.duration.unwrap_or_default() + Duration::from_secs(5) {
-            bail!("camera did not end the stream after AcquisitionStop");
-        }
-        if !plane.pump()? {
-            plane.wait()?;
-        }
-        if last_beat.elapsed() > Duration::from_millis(500) {
-            gvcp.heartbeat();
-            last_beat = StdInstant::now();
-        }
-        if o.progress && last_print.elapsed() > Duration::from_secs(1) {
-            let s = plane.stats();
-            let secs = start.elapsed().as_secs_f64();
-            // the camera's retransmission counter; the read doubles as the heartbeat
-            let retransmitted = gvcp.read(oregs::BASE + 0x6C).unwrap_or(0);
-            last_beat = StdInstant::now();
-            let stats = format!(
-                "({} bad, {} dropped) {:.1} frames/s {:.2} Gbit/s, {retransmitted} packets retransmitted",
-                s.bad,
-                s.dropped,
-                (s.good + s.bad) as f64 / secs,
-                s.bytes as f64 * 8.0 / secs / 1e9
-            );
-            match &bar {
-                Some(b) => {
-                    b.set_position(s.good + s.bad);
-                    b.set_message(stats);
-                }
-                None => eprintln!("{} frames {stats}", s.good + s.bad),
-            }
-            last_print = StdInstant::now();
-        }
+        let seconds = start.elapsed().as_secs_f64();
+        let summary = Summary {
+            frames_expected: o.frames.unwrap_or(0),
+            frames_received: s.good + s.bad,
+            frames_bad: s.bad,
+            frames_dropped: s.dropped,
+            bytes_received: s.bytes,
+            retransmitted_packets: u64::from(gvcp.read(oregs::BASE + 0x6C).unwrap_or(0)),
+            gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
+            seconds,
+            frames_with_chunks: s.chunk_frames,
+            reconnects: 0,
+        };
+        return Err(anyhow::Error::new(StreamFailed { summary, cause }));
     }
     let seconds = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
@@ -650,6 +781,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
         seconds,
         frames_with_chunks: s.chunk_frames,
+        reconnects: 0,
     })
 }
 

@@ -83,6 +83,11 @@ struct Args {
     /// then carries its chunks after the image, and the host parses and checks them.
     #[arg(long)]
     chunks: bool,
+    /// When the stream fails after it started (the camera restarted, the connection broke),
+    /// wait for the camera to answer discovery again (up to 30 s) and connect again, at most
+    /// this many times; the summary adds every connection's frames (0: end with the error).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    reconnect: u32,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,17 +141,22 @@ fn main() -> ExitCode {
         },
         latency_log: a.latency_log,
         chunks: a.chunks,
+        reconnects: a.reconnect,
     };
     match run_host(&o, &stop) {
         Ok(s) => s.report(a.json),
         Err(e) => {
             eprintln!("rdmacam-host: {e:#}");
             if a.json {
-                // a machine reading the JSON line learns of the failure too
-                println!(
-                    "{}",
-                    serde_json::json!({ "ok": false, "error": format!("{e:#}") })
-                );
+                // a machine reading the JSON line learns of the failure too, and, when the
+                // stream had started, what arrived before it
+                let mut v = match e.downcast_ref::<rdmacam_hil::run::StreamFailed>() {
+                    Some(f) => serde_json::to_value(&f.summary).expect("serialisable"),
+                    None => serde_json::json!({}),
+                };
+                v["ok"] = false.into();
+                v["error"] = format!("{e:#}").into();
+                println!("{v}");
             }
             ExitCode::from(2)
         }
