@@ -557,13 +557,24 @@ fn goodput_time(seed: u64, loss: f64, messages: u32) -> (f64, u64) {
         "loss {loss}"
     );
     let secs = (end.0 - t0.0) as f64 / 1e9;
+    let c = s.camera.counters();
+    eprintln!(
+        "loss {loss}: {secs:.4} s, resent {}, seq NAKs {}, timeouts {}, cuts {}, window {}, srtt {} ns, min rtt {} ns",
+        c.retransmitted_packets,
+        c.seq_naks,
+        c.timeouts,
+        c.window_cuts,
+        c.window,
+        c.srtt_ns,
+        c.min_rtt_ns
+    );
     (secs, s.camera.counters().retransmitted_packets)
 }
 
 /// The window adapts to loss (issue: ORSP that survives lossy links): a responder discards
 /// everything after a gap, so each loss costs a go-back-N of the window. Goodput, as a share
-/// of the lossless run in the same simulation (virtual time, not wall-clock): 0.79 at 1 %
-/// loss in both directions (the issue's target is 0.8: docs/BENCHMARKS.md), 0.49 at 5 %
+/// of the lossless run in the same simulation (virtual time, not wall-clock): 0.83 at 1 %
+/// loss in both directions (the issue's target is 0.8: docs/BENCHMARKS.md), 0.46 at 5 %
 /// (target 0.4), and at 20 % every message still arrives (it used to end in RetryExceeded).
 /// Before the adaptive window and timer: 0.23 at 1 %, 0.014 at 5 %.
 #[test]
@@ -577,6 +588,6 @@ fn goodput_under_loss_stays_near_the_lossless_rate() {
     eprintln!(
         "goodput vs lossless: 1 % {g1:.2} ({r1} resent), 5 % {g5:.2} ({r5}), 20 % {g20:.3} ({r20})"
     );
-    assert!(g1 >= 0.75, "1 %: {g1:.2}");
+    assert!(g1 >= 0.8, "1 %: {g1:.2}");
     assert!(g5 >= 0.4, "5 %: {g5:.2}");
 }

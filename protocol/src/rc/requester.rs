@@ -298,7 +298,10 @@ pub const INITIAL_RTO: Duration = Duration::from_millis(20);
 pub const MIN_RTO: Duration = Duration::from_micros(500);
 
 /// Round-trip time above twice the shortest that is taken for scheduling noise, not queueing.
-const QUEUE_SLACK_NS: u64 = 50_000;
+/// 50 µs let the queue (and so the go-back-N of each loss) grow to ~29 packets of 4 KiB at
+/// 10 Gbit/s in the simulator: goodput 0.78 of lossless at 1 % loss; 20 µs gives 0.83 (5 %:
+/// 0.42 -> 0.46), the lossless rate unchanged.
+const QUEUE_SLACK_NS: u64 = 20_000;
 
 /// The RC requester. `SQ` bounds outstanding work requests, `CQ` unread completions.
 #[derive(Debug)]
@@ -494,7 +497,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     }
 
     /// `n` more packets were acknowledged: grow the window, unless the round trip says packets
-    /// already queue (more than twice the shortest round trip plus 50 µs): past the path's
+    /// already queue (more than twice the shortest round trip plus 20 µs): past the path's
     /// bandwidth-delay product a larger window buys no rate, only a larger go-back-N per loss.
     fn on_acked(&mut self, n: u32) {
         let max = self.cfg.max_unacked.max(MIN_WINDOW);
