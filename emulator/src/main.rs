@@ -90,9 +90,15 @@ struct RunArgs {
     /// Streaming transport.
     #[arg(long, value_enum, default_value_t = Transport::Gvsp)]
     transport: Transport,
-    /// Local IPv4 address to answer on (127.0.0.1, or an address inside a network namespace).
-    #[arg(long, default_value = "127.0.0.1")]
-    ip: std::net::Ipv4Addr,
+    /// Local IPv4 address to answer on (127.0.0.1, or an address inside a network namespace);
+    /// a comma-separated list serves one camera on each.
+    #[arg(long, default_value = "127.0.0.1", value_delimiter = ',')]
+    ip: Vec<std::net::Ipv4Addr>,
+    /// Serve this many cameras in one process, on consecutive addresses from --ip (1..=256).
+    /// Each has its own serial (--serial with -1, -2, ... appended), MAC, ports and state, and
+    /// is discovered, controlled and streamed on its own.
+    #[arg(long)]
+    cameras: Option<u32>,
     /// Initial image width in pixels (a host may change it up to the sensor width).
     #[arg(long, default_value_t = 1920)]
     width: u32,
@@ -250,7 +256,7 @@ fn main() -> ExitCode {
         Command::Run(a) => {
             init_logging();
             let opts = RunOptions {
-                ip: a.ip,
+                ip: a.ip[0],
                 sensor_width: a.sensor_width,
                 sensor_height: a.sensor_height,
                 width: a.width,
@@ -291,7 +297,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            match run::run(opts, stop) {
+            let ips = match run::camera_addresses(&a.ip, a.cameras) {
+                Ok(ips) => ips,
+                Err(e) => {
+                    eprintln!("rdmacam run: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            match run::run_cameras(opts, &ips, stop) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("rdmacam run: {e:#}");

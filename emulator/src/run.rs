@@ -608,6 +608,90 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
+/// The addresses of the cameras `rdmacam run` serves: the `--ip` list, or `--cameras N`
+/// consecutive addresses from the first.
+pub fn camera_addresses(ips: &[Ipv4Addr], cameras: Option<u32>) -> Result<Vec<Ipv4Addr>> {
+    let out: Vec<Ipv4Addr> = match (ips, cameras) {
+        ([], _) => bail!("--ip needs at least one address"),
+        (_, Some(0)) | (_, Some(257..)) => bail!("--cameras must be 1..=256"),
+        ([one], Some(n)) => {
+            let first = u32::from(*one);
+            (0..n)
+                .map(|k| first.checked_add(k).map(Ipv4Addr::from))
+                .collect::<Option<_>>()
+                .context("--cameras runs past 255.255.255.255")?
+        }
+        (list, Some(n)) if list.len() != n as usize => {
+            bail!(
+                "--cameras {n} with {} addresses in --ip: give one or the other",
+                list.len()
+            )
+        }
+        (list, _) => list.to_vec(),
+    };
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = out.iter().find(|ip| !seen.insert(**ip)) {
+        bail!("{dup} is listed twice in --ip: one address, one camera");
+    }
+    Ok(out)
+}
+
+/// Serve one camera per address in `ips`, each on its own thread with `opts` and its own
+/// address, serial (`opts.serial` with `-1`, `-2`, ... appended when there are several), MAC
+/// and ports. The first camera that fails to start or fails stops them all, and its error is
+/// returned.
+pub fn run_cameras(opts: RunOptions, ips: &[Ipv4Addr], stop: Arc<AtomicBool>) -> Result<()> {
+    if let [ip] = ips {
+        return run(RunOptions { ip: *ip, ..opts }, stop);
+    }
+    if opts.pcap.is_some() || opts.latency_log.is_some() {
+        bail!("--pcap and --latency-log write one camera's file: use them with one camera");
+    }
+    if opts.verbs.is_some() || opts.roce_ip.is_some() {
+        bail!("--transport verbs and --roce-ip name one device or address: one camera");
+    }
+    let longest = format!("{}-{}", opts.serial, ips.len());
+    if longest.len() > 16 {
+        bail!(
+            "serial {longest:?} would be longer than a GigE Vision serial (16 bytes): a shorter --serial"
+        );
+    }
+    let threads: Vec<_> = ips
+        .iter()
+        .enumerate()
+        .map(|(k, ip)| {
+            let mut o = opts.clone();
+            o.ip = *ip;
+            o.serial = format!("{}-{}", opts.serial, k + 1);
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name(format!("camera {ip}"))
+                .spawn(move || {
+                    let span = tracing::info_span!("camera", ip = %o.ip);
+                    let _in = span.enter();
+                    let r = run(o, stop.clone());
+                    if r.is_err() {
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    r
+                })
+        })
+        .collect::<std::io::Result<_>>()?;
+    let mut first_error = None;
+    for (t, ip) in threads.into_iter().zip(ips) {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e.context(format!("camera {ip}")));
+            }
+            Err(_) => {
+                first_error.get_or_insert(anyhow::anyhow!("camera {ip}: its thread panicked"));
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 /// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
 /// identification of its place in the current send (the kernel numbers GSO segments 0, 1, 2,
 /// ...); a send holds equal-size packets and may end with one shorter packet (a message's LAST).
@@ -820,5 +904,28 @@ impl GvspBatch {
             }
             self.said_too_big |= too_big;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camera_addresses_from_a_count_or_a_list() {
+        let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert_eq!(
+            camera_addresses(&[a("127.0.0.254")], Some(3)).unwrap(),
+            vec![a("127.0.0.254"), a("127.0.0.255"), a("127.0.1.0")]
+        );
+        assert_eq!(
+            camera_addresses(&[a("10.0.0.2"), a("10.0.0.9")], None).unwrap(),
+            vec![a("10.0.0.2"), a("10.0.0.9")]
+        );
+        assert!(camera_addresses(&[a("10.0.0.2"), a("10.0.0.9")], Some(3)).is_err());
+        assert!(camera_addresses(&[a("10.0.0.2"), a("10.0.0.2")], None).is_err());
+        assert!(camera_addresses(&[a("10.0.0.2")], Some(0)).is_err());
+        assert!(camera_addresses(&[a("10.0.0.2")], Some(257)).is_err());
+        assert!(camera_addresses(&[a("255.255.255.254")], Some(3)).is_err());
     }
 }

@@ -612,3 +612,60 @@ fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
         );
     }
 }
+
+/// A rig from one command: `rdmacam run --cameras 8` in a network namespace; one
+/// `arv-tool-0.8` lists all eight (each discovered on its own), and two aravis hosts stream
+/// from two of them at once, every pixel checked.
+#[test]
+fn eight_cameras_from_one_process_are_listed_and_two_stream_at_once() {
+    if !aravis_available() || !can_make_netns() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("rdmacam-rig-{}", std::process::id());
+    let bin = camera_bin();
+    let script = format!(
+        r#"set -u
+ip link set lo up
+"{bin}" run --ip 127.0.0.20 --cameras 8 --serial RIG --duration 60 2>/dev/null &
+cam=$!
+sleep 1.5
+echo "== list"
+timeout 20 arv-tool-0.8
+echo "== stream"
+/usr/bin/python3 "{grab}" 127.0.0.21 20 > /tmp/rig-a.$$ 2>&1 &
+a=$!
+/usr/bin/python3 "{grab}" 127.0.0.27 20 > /tmp/rig-b.$$ 2>&1 &
+b=$!
+wait $a; echo "a=$?"; cat /tmp/rig-a.$$
+wait $b; echo "b=$?"; cat /tmp/rig-b.$$
+rm -f /tmp/rig-a.$$ /tmp/rig-b.$$
+kill $cam
+"#,
+        bin = bin.display(),
+        grab = grab_script().display()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", &name, "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    let list = text.split("== stream").next().unwrap();
+    for k in 1..=8 {
+        let want = format!("-RIG-{k} (127.0.0.{})", 19 + k);
+        assert!(list.contains(&want), "arv-tool did not list {want}: {text}");
+    }
+    assert!(
+        text.contains("a=0") && text.contains("b=0"),
+        "two hosts streaming at once: {text}"
+    );
+}

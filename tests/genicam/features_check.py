@@ -7,6 +7,7 @@ features. Every packet received or sent on the message channel and the action co
 a pcap for Wireshark's GVCP dissector (the calling test runs tshark on it).
 
 Checks:
+- exposure: AcquisitionFrameRate's maximum is 1 / ExposureTime.
 - chunks: every ChunkSelector entry enabled; the chunk values the reference GenApi reads equal
   the features, the leader (timestamp) and the block id; PayloadSize and ChunkLayoutID agree
   with the trailer; the image before the chunks is the test pattern.
@@ -185,6 +186,9 @@ def main():
     node("OffsetX").value = 16
     node("OffsetY").value = 8
     node("ExposureTime").value = 2500.0
+    # a frame period holds an exposure: the frame rate's maximum follows ExposureTime
+    expect("AcquisitionFrameRate max at a 2.5 ms exposure",
+           round(node("AcquisitionFrameRate").max, 3), 400.0)
     node("Gain").value = 6.0
     node("GevMCDA").value = ip_int
     node("GevMCPHostPort").value = messages.port
