@@ -49,7 +49,7 @@ struct DemoArgs {
     /// Image height.
     #[arg(long, default_value_t = 1080)]
     height: u32,
-    /// Pixel format: Mono8, Mono16, BayerRG8 or RGB8.
+    /// Pixel format: Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
     pixel_format: PixelFormat,
     /// Frames to stream (frames_expected in the summary).
@@ -111,7 +111,7 @@ struct RunArgs {
     /// Sensor height in lines: HeightMax (1..16384).
     #[arg(long, default_value_t = 2048)]
     sensor_height: u32,
-    /// Pixel format: Mono8, Mono16, BayerRG8 or RGB8.
+    /// Pixel format: Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
     pixel_format: PixelFormat,
     /// Test pattern: Gradient, MovingBar, Checkerboard or Noise.
@@ -191,7 +191,7 @@ struct RunArgs {
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
     PixelFormat::from_name(s)
-        .ok_or_else(|| format!("unknown pixel format {s:?}: use Mono8, Mono16, BayerRG8 or RGB8"))
+        .ok_or_else(|| format!("unknown pixel format {s:?}: use Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8"))
 }
 
 fn parse_pattern(s: &str) -> Result<Pattern, String> {

@@ -476,7 +476,7 @@ fn offsets_and_sizes_limit_each_other_as_the_xml_says() {
     assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 2048), 0);
     // not a PixelFormat entry, not an AcquisitionMode entry
     assert_eq!(
-        write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, 0x0108_0008),
+        write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, 0x0110_002F), // BayerRG16
         0x8002
     );
     assert_eq!(write(&mut d, 1, HOST_A, regs::ACQUISITION_MODE, 3), 0x8002);

@@ -74,9 +74,9 @@ pub struct FrameSpec {
 }
 
 impl FrameSpec {
-    /// Bytes of one frame.
+    /// Bytes of one frame's image.
     pub const fn payload_size(&self) -> usize {
-        self.width as usize * self.height as usize * self.pixel_format.bytes_per_pixel() as usize
+        self.pixel_format.image_size(self.width, self.height)
     }
 }
 
@@ -207,6 +207,73 @@ pub fn fill(seed: u64, frame: &Frame, offset: usize, out: &mut [u8]) {
     if out.is_empty() {
         return;
     }
+    if spec.pixel_format.sample_bits() != 8 && spec.pixel_format != PixelFormat::Mono16 {
+        fill_scaled(seed, frame, at, out);
+    } else {
+        pattern_bytes(seed, frame, at, out);
+    }
+}
+
+/// Mono10, Mono12 (16-bit little-endian containers) and Mono12p (packed, two pixels in three
+/// bytes, low bits first): each pixel is the Mono8 frame's pixel (its pattern, without the
+/// counter) scaled to the format's bits, `sample << (bits - 8)`.
+fn fill_scaled(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
+    let pf = frame.spec.pixel_format;
+    let mono8 = Frame {
+        spec: FrameSpec {
+            pixel_format: PixelFormat::Mono8,
+            ..frame.spec
+        },
+        ..*frame
+    };
+    let pixels = frame.spec.width as usize * frame.spec.height as usize;
+    let shift = pf.sample_bits() - 8;
+    let mut samples = [0u8; 258];
+    let mut done = 0;
+    while done < out.len() {
+        let pos = at + done;
+        let n = (out.len() - done).min(384);
+        // the pixels bytes pos..pos + n cover
+        let (first, last) = if pf.packed() {
+            (
+                pos / 3 * 2,
+                ((pos + n - 1) / 3 * 2 + 1).min(pixels.saturating_sub(1)),
+            )
+        } else {
+            (pos / 2, ((pos + n - 1) / 2).min(pixels.saturating_sub(1)))
+        };
+        let count = last + 1 - first;
+        pattern_bytes(seed, &mono8, first, &mut samples[..count]);
+        let sample = |k: usize| -> u16 {
+            if k < first || k > last {
+                0
+            } else {
+                u16::from(samples[k - first]) << shift
+            }
+        };
+        for (i, b) in out[done..done + n].iter_mut().enumerate() {
+            let p = pos + i;
+            *b = if pf.packed() {
+                let (g, r) = (p / 3, p % 3);
+                let (v0, v1) = (sample(2 * g), sample(2 * g + 1));
+                match r {
+                    0 => v0 as u8,
+                    1 => ((v0 >> 8) as u8 & 0x0f) | ((v1 as u8 & 0x0f) << 4),
+                    _ => (v1 >> 4) as u8,
+                }
+            } else {
+                sample(p / 2).to_le_bytes()[p % 2]
+            };
+        }
+        done += n;
+    }
+}
+
+/// The pattern's bytes `at..at + out.len()` (no frame counter), pixel by pixel in the format's
+/// bytes: channel c of a pixel is its c-th byte.
+fn pattern_bytes(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
+    let spec = &frame.spec;
+    let n = frame.number;
     if spec.pattern == Pattern::Noise {
         // one splitmix64 word per 8 bytes of the frame
         let key = seed ^ (n << 40);
@@ -290,6 +357,50 @@ mod tests {
     /// these bytes (hosts check frames against them).
     fn fill_reference(seed: u64, frame: &Frame, offset: usize, out: &mut [u8]) {
         let spec = &frame.spec;
+        let pf = spec.pixel_format;
+        if matches!(
+            pf,
+            PixelFormat::Mono10 | PixelFormat::Mono12 | PixelFormat::Mono12p
+        ) {
+            // the Mono8 pixel (pattern only) scaled to the format's bits, then laid out
+            let width = spec.width.max(1) as usize;
+            let pixels = spec.width as usize * spec.height as usize;
+            let n = frame.number;
+            let sample = |k: usize| -> u16 {
+                if k >= pixels {
+                    return 0;
+                }
+                let (x, y) = (k % width, k / width);
+                let bar = (n.wrapping_mul(4) % width as u64) as usize;
+                let s = match spec.pattern {
+                    Pattern::Gradient => (x + y) as u8,
+                    Pattern::MovingBar if x.wrapping_sub(bar) < 16 => 255,
+                    Pattern::MovingBar => ((y & 0xff) / 4) as u8,
+                    Pattern::Checkerboard if ((x / 32) ^ (y / 32) ^ n as usize) & 1 == 1 => 255,
+                    Pattern::Checkerboard => 0,
+                    Pattern::Noise => {
+                        splitmix64(seed ^ (n << 40) ^ (k as u64 / 8)).to_le_bytes()[k % 8]
+                    }
+                };
+                u16::from(s) << (pf.sample_bits() - 8)
+            };
+            for (i, b) in out.iter_mut().enumerate() {
+                let at = offset + i;
+                *b = if at < 8 {
+                    n.to_be_bytes()[at]
+                } else if pf == PixelFormat::Mono12p {
+                    let (v0, v1) = (sample(at / 3 * 2), sample(at / 3 * 2 + 1));
+                    [
+                        v0 as u8,
+                        ((v0 >> 8) as u8) | ((v1 as u8 & 0xf) << 4),
+                        (v1 >> 4) as u8,
+                    ][at % 3]
+                } else {
+                    sample(at / 2).to_le_bytes()[at % 2]
+                };
+            }
+            return;
+        }
         let bpp = spec.pixel_format.bytes_per_pixel() as usize;
         let width = spec.width.max(1) as usize;
         let n = frame.number;
@@ -352,12 +463,7 @@ mod tests {
             Pattern::Checkerboard,
             Pattern::Noise,
         ] {
-            for pf in [
-                PixelFormat::Mono8,
-                PixelFormat::Mono16,
-                PixelFormat::BayerRG8,
-                PixelFormat::Rgb8,
-            ] {
+            for pf in PixelFormat::ALL {
                 for width in [1u32, 3, 17, 64, 100, 333] {
                     for number in [0u64, 1, 7, 123_456] {
                         let frame = Frame {
