@@ -168,7 +168,18 @@ fn spawn_udp_camera(ports: (u16, u16, u16), extra: &[&str]) -> std::process::Chi
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // up once it answers DISCOVERY (a fixed sleep was too short on a loaded machine)
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(10) {
+        let _ = s.send_to(&[0x42, 1, 0, 2, 0, 0, 0, 1], ("127.0.0.1", ports.0));
+        let mut b = [0u8; 600];
+        if s.recv_from(&mut b).is_ok() {
+            break;
+        }
+    }
     cam
 }
 
@@ -526,4 +537,32 @@ fn the_reference_host_reconnects_to_a_restarted_camera() {
         s.frames_received + s.frames_dropped >= 400 && s.frames_expected == 400,
         "{s:?}"
     );
+}
+
+/// Every new pixel format over ORSP: the reference host checks each frame's bytes against the
+/// pattern in that format (the leader names it; PayloadSize sized the buffers).
+#[test]
+fn every_pixel_format_streams_byte_exact_over_orsp() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    for (i, pf) in [
+        "Mono10", "Mono12", "Mono12p", "BayerGR8", "BayerGB8", "BayerBG8", "BGR8", "YUV422_8",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ports = (39591, 47950 + 2 * i as u16, 47951 + 2 * i as u16);
+        let mut cam = spawn_udp_camera(
+            ports,
+            &["--pixel-format", pf, "--width", "333", "--height", "101"],
+        );
+        let s = rdmacam_hil::run::run_host(
+            &host_options(ports, 10, None),
+            &Arc::new(AtomicBool::new(false)),
+        );
+        let _ = cam.kill();
+        let _ = cam.wait();
+        let s = s.unwrap_or_else(|e| panic!("{pf}: {e:#}"));
+        assert_eq!((s.frames_received, s.frames_bad), (10, 0), "{pf}: {s:?}");
+    }
 }
