@@ -119,9 +119,10 @@ pub const FEATURES: &[Feature] = &[
         "AcquisitionControl",
         Invisible,
         "Largest AcquisitionFrameRate at the current ExposureTime: a frame period holds one exposure.",
+        // not "E": GenApi formulas read E as Euler's number (1000000 / E was 367879)
         Kind::Formula {
-            formula: "(1000000 / E > 10000) ? 10000 : 1000000 / E",
-            vars: &[("E", "ExposureTime")],
+            formula: "(1000000 / EXPOSURE > 10000) ? 10000 : 1000000 / EXPOSURE",
+            vars: &[("EXPOSURE", "ExposureTime")],
         },
     ),
     feature(

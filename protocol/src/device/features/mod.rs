@@ -1020,6 +1020,18 @@ mod tests {
     }
 
     #[test]
+    fn formula_variables_are_not_genapi_constants() {
+        // GenApi reads E and PI in a formula as Euler's number and pi, whatever pVariable says
+        for f in all() {
+            if let Kind::Formula { vars, .. } = f.kind {
+                for (v, _) in vars {
+                    assert!(!["E", "PI"].contains(v), "{}: variable {v}", f.name);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn bit_fields_use_genicam_numbering() {
         let r = reg(0, Rw).bits(16, 31);
         assert_eq!(r.extract(0xC000_05DC), 1500);
