@@ -21,7 +21,14 @@ pub fn new_camera(device: Device, seed: u64, ports: RocePorts) -> CameraCore {
         VecFrames((0..FRAME_SLOTS).map(|_| Vec::new()).collect()),
         ports,
     )
+    // a userspace stack on shared cores: round trips jitter with scheduling by tens of µs,
+    // which the default 20 µs slack would read as queueing (loopback demo at 5 % loss: 1.3
+    // Gbit/s with 20 µs, 2.1 with 50 µs; docs/BENCHMARKS.md)
+    .with_queue_slack(USERSPACE_QUEUE_SLACK_NS)
 }
+
+/// The requester's queueing slack in the emulator (see [`new_camera`]).
+pub const USERSPACE_QUEUE_SLACK_NS: u64 = 50_000;
 
 /// Frame memory on the heap: each slot grows to the frame it holds.
 #[derive(Debug, Default)]

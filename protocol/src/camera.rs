@@ -171,6 +171,7 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     external_disconnect: bool,
     /// Real randomness for the device's QPN and first PSN (the OS's, the board's).
     entropy: Option<fn() -> u64>,
+    queue_slack_ns: u64,
 }
 
 impl<S: FrameSource, M: FrameMemory> core::fmt::Debug for Camera<S, M> {
@@ -215,7 +216,16 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             external_connect: None,
             external_disconnect: false,
             entropy: None,
+            queue_slack_ns: crate::rc::QUEUE_SLACK_NS,
         }
+    }
+
+    /// Round trips more than twice the shortest plus `ns` count as queueing for the
+    /// requester's window (default [`crate::rc::QUEUE_SLACK_NS`], for steady
+    /// hardware round trips). The emulator's userspace stack on shared cores sets more.
+    pub fn with_queue_slack(mut self, ns: u64) -> Self {
+        self.queue_slack_ns = ns;
+        self
     }
 
     /// Draw the device's QPN and first PSN with `entropy` (the OS's random source in the
@@ -424,6 +434,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         rq.rnr_retry = p.rnr_retry;
         rq.ack_req_every = 64;
         rq.max_unacked = 128; // like rxe: a loss costs at most 128 packets of go-back-N
+        rq.queue_slack_ns = self.queue_slack_ns;
         // the link speed (or the host's RATE_LIMIT) caps the rate; DCQCN cuts it on CNPs, as
         // RoCE NICs do, from that line rate
         let line = u64::from(p.rate_limit_mbps) * 1_000_000 / 8;
