@@ -2,22 +2,113 @@
 //! runs) with synthetic frames rendered into heap memory. The UDP transport, the verbs
 //! transport and the deterministic simulator all drive this one type.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rdmacam_hil::images::ImageSet;
 use rdmacam_protocol::camera::{Camera, FrameMemory};
 pub use rdmacam_protocol::camera::{CameraCounters, RocePorts, Tx};
 use rdmacam_protocol::device::Device;
-use rdmacam_protocol::device::pattern::SyntheticSource;
+use rdmacam_protocol::device::pattern::{Frame, FrameSource, FrameSpec, SyntheticSource};
 
 /// Frames the camera keeps in memory: one being written, and the ones not yet acknowledged.
 pub const FRAME_SLOTS: usize = 6;
 
 /// The emulator's camera.
-pub type CameraCore = Camera<SyntheticSource, VecFrames>;
+pub type CameraCore = Camera<EmuSource, VecFrames>;
+
+/// Where the emulator's frames come from: the synthetic patterns, or images replayed.
+#[derive(Debug)]
+pub enum EmuSource {
+    /// `TestPattern` frames from a seed.
+    Synthetic(SyntheticSource),
+    /// `--images`: the set's images in name order, looped.
+    Images(ImageSource),
+}
+
+impl FrameSource for EmuSource {
+    fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame {
+        match self {
+            EmuSource::Synthetic(s) => s.capture(spec, timestamp),
+            EmuSource::Images(s) => s.capture(spec, timestamp),
+        }
+    }
+    fn read(&self, frame: &Frame, offset: usize, out: &mut [u8]) {
+        match self {
+            EmuSource::Synthetic(s) => s.read(frame, offset, out),
+            EmuSource::Images(s) => s.read(frame, offset, out),
+        }
+    }
+    fn refresh(&self, held: &Frame, frame: &Frame, buf: &mut [u8]) {
+        match self {
+            EmuSource::Synthetic(s) => s.refresh(held, frame, buf),
+            EmuSource::Images(s) => s.read(frame, 0, buf),
+        }
+    }
+}
+
+/// Images replayed: frame n is image n mod count, its region and pixel format as the frame's
+/// settings say ([`ImageSet::render`]). The last rendering is kept, so the packets of one frame
+/// (and its resends) do not convert the image again.
+#[derive(Debug)]
+pub struct ImageSource {
+    set: Arc<ImageSet>,
+    next: u64,
+    rendered: RefCell<Option<(u64, FrameSpec, Vec<u8>)>>,
+}
+
+impl ImageSource {
+    /// A source replaying `set` from its first image.
+    pub fn new(set: Arc<ImageSet>) -> Self {
+        ImageSource {
+            set,
+            next: 0,
+            rendered: RefCell::new(None),
+        }
+    }
+}
+
+impl FrameSource for ImageSource {
+    fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame {
+        let f = Frame {
+            number: self.next,
+            spec: *spec,
+            timestamp,
+            chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
+        };
+        self.next += 1;
+        f
+    }
+    fn read(&self, frame: &Frame, offset: usize, out: &mut [u8]) {
+        let mut r = self.rendered.borrow_mut();
+        let index = frame.number % self.set.len() as u64;
+        if !r
+            .as_ref()
+            .is_some_and(|(i, s, _)| *i == index && *s == frame.spec)
+        {
+            let mut bytes = r.take().map(|(_, _, b)| b).unwrap_or_default();
+            self.set.render(index as usize, &frame.spec, &mut bytes);
+            *r = Some((index, frame.spec, bytes));
+        }
+        let bytes = &r.as_ref().expect("rendered above").2;
+        out.copy_from_slice(&bytes[offset..offset + out.len()]);
+    }
+}
 
 /// A camera with `device`, synthetic frames from `seed`, sending RoCEv2 as `ports` say.
 pub fn new_camera(device: Device, seed: u64, ports: RocePorts) -> CameraCore {
+    new_camera_with(
+        device,
+        EmuSource::Synthetic(SyntheticSource::new(seed)),
+        ports,
+    )
+}
+
+/// A camera with `device`, frames from `source`, sending RoCEv2 as `ports` say.
+pub fn new_camera_with(device: Device, source: EmuSource, ports: RocePorts) -> CameraCore {
     Camera::new(
         device,
-        SyntheticSource::new(seed),
+        source,
         VecFrames((0..FRAME_SLOTS).map(|_| Vec::new()).collect()),
         ports,
     )

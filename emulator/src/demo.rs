@@ -83,6 +83,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         gvsp_gso: false,
         latency_log: None,
         trigger_hz: None,
+        images: None,
     };
     let camera = {
         let stop = stop_camera.clone();
@@ -119,6 +120,7 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         latency_log: None,
         chunks: false,
         reconnects: 0,
+        images: None,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

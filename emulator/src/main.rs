@@ -35,7 +35,7 @@ enum Command {
         json: bool,
     },
     /// Run a virtual camera: GigE Vision control on UDP 3956 and streaming, until Ctrl-C.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// A virtual camera and the reference host on loopback: ORSP RDMA streaming, every frame
     /// checked, a summary at the end. No root, no RDMA hardware.
     Demo(DemoArgs),
@@ -99,18 +99,30 @@ struct RunArgs {
     /// is discovered, controlled and streamed on its own.
     #[arg(long)]
     cameras: Option<u32>,
-    /// Initial image width in pixels (a host may change it up to the sensor width).
-    #[arg(long, default_value_t = 1920)]
-    width: u32,
-    /// Initial image height in lines (a host may change it up to the sensor height).
-    #[arg(long, default_value_t = 1080)]
-    height: u32,
-    /// Sensor width in pixels: WidthMax, the largest Width a host may set (16..16384).
-    #[arg(long, default_value_t = 2048)]
-    sensor_width: u32,
-    /// Sensor height in lines: HeightMax (1..16384).
-    #[arg(long, default_value_t = 2048)]
-    sensor_height: u32,
+    /// Initial image width in pixels (a host may change it up to the sensor width); default
+    /// 1920, or the images' width with --images.
+    #[arg(long)]
+    width: Option<u32>,
+    /// Initial image height in lines (a host may change it up to the sensor height); default
+    /// 1080, or the images' height.
+    #[arg(long)]
+    height: Option<u32>,
+    /// Sensor width in pixels: WidthMax, the largest Width a host may set (16..16384); default
+    /// 2048, or the images' width.
+    #[arg(long)]
+    sensor_width: Option<u32>,
+    /// Sensor height in lines: HeightMax (1..16384); default 2048, or the images' height.
+    #[arg(long)]
+    sensor_height: Option<u32>,
+    /// Replay these images instead of a test pattern: a file, a directory (its PNG, TIFF,
+    /// PGM/PPM, BMP and .raw files in name order) or a glob (`dir/*.png`), looped. Each frame
+    /// is the Width x Height region at OffsetX/OffsetY of an image, converted to PixelFormat.
+    #[arg(long, value_name = "PATH")]
+    images: Option<String>,
+    /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT
+    /// (Mono8, Mono16, RGB8 or a Bayer 8-bit).
+    #[arg(long, value_name = "WxH:FORMAT")]
+    raw_format: Option<rdmacam_hil::images::RawFormat>,
     /// Pixel format: Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
     pixel_format: PixelFormat,
@@ -255,12 +267,35 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo_cmd(a),
         Command::Run(a) => {
             init_logging();
+            let images = match &a.images {
+                Some(path) => match rdmacam_hil::images::ImageSet::load(path, a.raw_format) {
+                    Ok(set) => Some(std::sync::Arc::new(set)),
+                    Err(e) => {
+                        eprintln!("rdmacam run: {e:#}");
+                        return ExitCode::from(2);
+                    }
+                },
+                None => None,
+            };
             let opts = RunOptions {
                 ip: a.ip[0],
-                sensor_width: a.sensor_width,
-                sensor_height: a.sensor_height,
-                width: a.width,
-                height: a.height,
+                sensor_width: a
+                    .sensor_width
+                    .or(images.as_ref().map(|i| i.width()))
+                    .unwrap_or(2048),
+                sensor_height: a
+                    .sensor_height
+                    .or(images.as_ref().map(|i| i.height()))
+                    .unwrap_or(2048),
+                width: a
+                    .width
+                    .or(images.as_ref().map(|i| i.width()))
+                    .unwrap_or(1920),
+                height: a
+                    .height
+                    .or(images.as_ref().map(|i| i.height()))
+                    .unwrap_or(1080),
+                images: images.clone(),
                 pixel_format: a.pixel_format,
                 pattern: a.pattern,
                 fps: a.fps,

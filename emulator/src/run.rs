@@ -17,11 +17,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 
-use crate::camera::{CameraCore, RocePorts, Tx, new_camera};
+use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, Tx, new_camera_with};
 use anyhow::{Context, Result, bail};
 use rdmacam_hil::net::RoceSocket;
 use rdmacam_hil::net::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
 use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::gev::gvcp;
@@ -92,6 +93,8 @@ pub struct RunOptions {
     pub gvsp_gso: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
+    /// Replay these images instead of the synthetic patterns (`--images`).
+    pub images: Option<Arc<rdmacam_hil::images::ImageSet>>,
     /// Drive input Line0 with a square wave of this frequency (rising edges per second), for
     /// hosts that set TriggerSource Line0; None = Line0 stays low.
     pub trigger_hz: Option<f64>,
@@ -328,7 +331,11 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     device.orsp().set_cm_port(opts.cm_port);
     // the QPN and first PSN of every connection come from the OS's randomness, so a host that
     // is not in control cannot predict them
-    let mut cam = new_camera(device, opts.seed, ports).with_entropy(rand::random::<u64>);
+    let source = match &opts.images {
+        Some(set) => EmuSource::Images(ImageSource::new(set.clone())),
+        None => EmuSource::Synthetic(SyntheticSource::new(opts.seed)),
+    };
+    let mut cam = new_camera_with(device, source, ports).with_entropy(rand::random::<u64>);
     if let Some(a) = opts.roce_ip {
         cam = cam.with_roce_address(a);
     }

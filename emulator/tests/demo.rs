@@ -209,6 +209,7 @@ fn host_options(
         latency_log: None,
         chunks: false,
         reconnects: 0,
+        images: None,
     }
 }
 
@@ -564,5 +565,41 @@ fn every_pixel_format_streams_byte_exact_over_orsp() {
         let _ = cam.wait();
         let s = s.unwrap_or_else(|e| panic!("{pf}: {e:#}"));
         assert_eq!((s.frames_received, s.frames_bad), (10, 0), "{pf}: {s:?}");
+    }
+}
+
+/// Replayed images over ORSP: the reference host loads the same files (`--images`) and checks
+/// every frame byte for byte, in Mono8, a Bayer format and RGB8.
+#[test]
+fn replayed_images_reach_the_reference_host_byte_for_byte() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    for k in 0..3u32 {
+        let img = image::RgbImage::from_fn(96, 40, |x, y| {
+            image::Rgb([(x * 2 + k * 50) as u8, (y * 6) as u8, (x ^ y ^ k) as u8])
+        });
+        img.save(dir.path().join(format!("f{k}.png"))).unwrap();
+    }
+    let set =
+        Arc::new(rdmacam_hil::images::ImageSet::load(dir.path().to_str().unwrap(), None).unwrap());
+    for (i, pf) in ["Mono8", "BayerGB8", "RGB8"].into_iter().enumerate() {
+        let ports = (39592, 47970 + 2 * i as u16, 47971 + 2 * i as u16);
+        let mut cam = spawn_udp_camera(
+            ports,
+            &[
+                "--images",
+                dir.path().to_str().unwrap(),
+                "--pixel-format",
+                pf,
+            ],
+        );
+        let mut o = host_options(ports, 12, None);
+        o.images = Some(set.clone());
+        let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+        let _ = cam.kill();
+        let _ = cam.wait();
+        let s = s.unwrap_or_else(|e| panic!("{pf}: {e:#}"));
+        assert_eq!((s.frames_received, s.frames_bad), (12, 0), "{pf}: {s:?}");
     }
 }

@@ -123,9 +123,16 @@ pub struct HostCore {
     leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
     stats: Stats,
     scratch: Vec<u8>,
+    images: Option<std::sync::Arc<crate::images::ImageSet>>,
 }
 
 impl HostCore {
+    /// Check frames against these replayed images (`rdmacam run --images`) instead of the
+    /// synthetic pattern: each frame must equal one of them, converted as the camera does.
+    pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
+        self.images = images;
+    }
+
     /// A host that has seen nothing yet.
     pub fn new(cfg: HostConfig) -> Self {
         HostCore {
@@ -133,6 +140,7 @@ impl HostCore {
             tx_seq: 0,
             last_block: 0,
             leaders: HashMap::new(),
+            images: None,
             stats: Stats::default(),
             scratch: Vec::new(),
         }
@@ -344,6 +352,17 @@ impl HostCore {
                 _ => return false,
             }
         }
+        if let Some(set) = self.images.clone() {
+            // a replayed image: it carries no counter; it must be one of the set's images
+            let found = (0..set.len()).find(|&i| {
+                set.render(i, &spec, &mut self.scratch);
+                mem[..size] == self.scratch[..]
+            });
+            if let Some(i) = found {
+                push_bounded(&mut self.stats.frame_numbers, i as u64);
+            }
+            return found.is_some();
+        }
         let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
         push_bounded(&mut self.stats.frame_numbers, number);
         let frame = Frame {
@@ -435,6 +454,11 @@ impl OrspHost {
     /// Statistics so far.
     pub fn stats(&self) -> &Stats {
         &self.core.stats
+    }
+
+    /// Check frames against replayed images ([`HostCore::set_images`]).
+    pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
+        self.core.set_images(images);
     }
 
     /// Bring the host QP up after an RDMA CM exchange: the camera's QPN from the REP, the PSN

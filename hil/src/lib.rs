@@ -10,6 +10,7 @@
 
 pub mod cm;
 pub mod host;
+pub mod images;
 pub mod net;
 pub mod run;
 pub mod sim;

@@ -62,6 +62,9 @@ pub struct HostOptions {
     /// Switch chunk data on (ChunkModeActive, every ChunkSelector entry enabled) before
     /// streaming; every frame's chunks are then parsed and checked.
     pub chunks: bool,
+    /// Check frames against these images (the camera runs `--images` with the same files)
+    /// instead of the synthetic pattern.
+    pub images: Option<Arc<crate::images::ImageSet>>,
     /// Connect again this many times when a stream fails after it started (the camera
     /// restarted, the connection broke), waiting for the camera to answer discovery.
     pub reconnects: u32,
@@ -273,6 +276,14 @@ impl Plane {
             Plane::Soft(p) => p.host.stats(),
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => v.stats(),
+        }
+    }
+
+    fn set_images(&mut self, images: Option<Arc<crate::images::ImageSet>>) {
+        match self {
+            Plane::Soft(p) => p.host.set_images(images),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.set_images(images),
         }
     }
 
@@ -541,6 +552,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             bail!("this build has no verbs transport: rebuild with `--features verbs`")
         }
     };
+    plane.set_images(o.images.clone());
     if let Some(port) = o.cm_port
         && gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0
     {

@@ -103,6 +103,11 @@ impl VerbsHost {
         self.core.stats()
     }
 
+    /// Check frames against replayed images ([`crate::host::HostCore::set_images`]).
+    pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
+        self.core.set_images(images);
+    }
+
     /// Step 4: RTR and RTS towards the camera's QP (its QPN and the PSN it sends with).
     pub fn connect(&mut self, device_qpn: u32, device_sq_psn: u32, pmtu: Pmtu) -> Result<()> {
         let c = self.core.config();

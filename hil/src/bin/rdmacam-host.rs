@@ -88,6 +88,13 @@ struct Args {
     /// this many times; the summary adds every connection's frames (0: end with the error).
     #[arg(long, default_value_t = 3, value_name = "N")]
     reconnect: u32,
+    /// Check every frame against these images (the camera replays them with `rdmacam run
+    /// --images`, same files): a file, a directory or a glob (`dir/*.png`).
+    #[arg(long, value_name = "PATH")]
+    images: Option<String>,
+    /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT.
+    #[arg(long, value_name = "WxH:FORMAT")]
+    raw_format: Option<rdmacam_hil::images::RawFormat>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +149,16 @@ fn main() -> ExitCode {
         latency_log: a.latency_log,
         chunks: a.chunks,
         reconnects: a.reconnect,
+        images: match &a.images {
+            Some(path) => match rdmacam_hil::images::ImageSet::load(path, a.raw_format) {
+                Ok(set) => Some(Arc::new(set)),
+                Err(e) => {
+                    eprintln!("rdmacam-host: {e:#}");
+                    return ExitCode::from(2);
+                }
+            },
+            None => None,
+        },
     };
     match run_host(&o, &stop) {
         Ok(s) => s.report(a.json),
