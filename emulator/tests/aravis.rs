@@ -263,7 +263,7 @@ fn aravis_discovers_configures_and_streams_from_the_virtual_camera() {
         assert!(back.contains(want), "missing {want:?} in:\n{back}");
     }
     // a bad value is refused with an error, not silently taken
-    let bad = arv_tool(&["-a", "127.0.0.7", "control", "PixelFormat=BayerGR8"]);
+    let bad = arv_tool(&["-a", "127.0.0.7", "control", "PixelFormat=BayerRG16"]);
     assert!(
         arv_tool(&["-a", "127.0.0.7", "control", "PixelFormat"]).contains("Mono16"),
         "{bad}"
