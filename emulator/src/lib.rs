@@ -3,6 +3,7 @@
 pub mod camera;
 pub mod demo;
 pub mod inspect;
+pub mod rig;
 pub mod run;
 #[cfg(feature = "verbs")]
 pub mod verbs;

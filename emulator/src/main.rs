@@ -99,6 +99,12 @@ struct RunArgs {
     /// is discovered, controlled and streamed on its own.
     #[arg(long)]
     cameras: Option<u32>,
+    /// A rig of cameras described in a TOML file (docs/virtual-camera.md): each [[camera]]
+    /// has its ip and may set serial, width, height, sensor_width, sensor_height,
+    /// pixel_format, pattern, fps, images, raw_format, trigger_hz; the rest comes from the
+    /// other options. Replaces --ip and --cameras.
+    #[arg(long, value_name = "FILE", conflicts_with = "cameras")]
+    rig: Option<std::path::PathBuf>,
     /// Initial image width in pixels (a host may change it up to the sensor width); default
     /// 1920, or the images' width with --images.
     #[arg(long)]
@@ -332,14 +338,16 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            let ips = match run::camera_addresses(&a.ip, a.cameras) {
-                Ok(ips) => ips,
-                Err(e) => {
-                    eprintln!("rdmacam run: {e:#}");
-                    return ExitCode::from(2);
-                }
+            let r = match &a.rig {
+                Some(file) => rdmacam::rig::Rig::load(file)
+                    .and_then(|rig| {
+                        rig.options(&opts, file.parent().unwrap_or(std::path::Path::new(".")))
+                    })
+                    .and_then(|all| run::run_all(all, stop)),
+                None => run::camera_addresses(&a.ip, a.cameras)
+                    .and_then(|ips| run::run_cameras(opts, &ips, stop)),
             };
-            match run::run_cameras(opts, &ips, stop) {
+            match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("rdmacam run: {e:#}");

@@ -651,28 +651,44 @@ pub fn run_cameras(opts: RunOptions, ips: &[Ipv4Addr], stop: Arc<AtomicBool>) ->
     if let [ip] = ips {
         return run(RunOptions { ip: *ip, ..opts }, stop);
     }
-    if opts.pcap.is_some() || opts.latency_log.is_some() {
-        bail!("--pcap and --latency-log write one camera's file: use them with one camera");
-    }
-    if opts.verbs.is_some() || opts.roce_ip.is_some() {
-        bail!("--transport verbs and --roce-ip name one device or address: one camera");
-    }
     let longest = format!("{}-{}", opts.serial, ips.len());
     if longest.len() > 16 {
         bail!(
             "serial {longest:?} would be longer than a GigE Vision serial (16 bytes): a shorter --serial"
         );
     }
-    let threads: Vec<_> = ips
+    let all = ips
         .iter()
         .enumerate()
-        .map(|(k, ip)| {
-            let mut o = opts.clone();
-            o.ip = *ip;
-            o.serial = format!("{}-{}", opts.serial, k + 1);
+        .map(|(k, ip)| RunOptions {
+            ip: *ip,
+            serial: format!("{}-{}", opts.serial, k + 1),
+            ..opts.clone()
+        })
+        .collect();
+    run_all(all, stop)
+}
+
+/// Serve one camera per entry of `all`, each on its own thread. The first camera that fails to
+/// start or fails stops them all, and its error is returned.
+pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<()> {
+    if all.len() > 1
+        && all
+            .iter()
+            .any(|o| o.pcap.is_some() || o.latency_log.is_some())
+    {
+        bail!("--pcap and --latency-log write one camera's file: use them with one camera");
+    }
+    if all.len() > 1 && all.iter().any(|o| o.verbs.is_some() || o.roce_ip.is_some()) {
+        bail!("--transport verbs and --roce-ip name one device or address: one camera");
+    }
+    let ips: Vec<Ipv4Addr> = all.iter().map(|o| o.ip).collect();
+    let threads: Vec<_> = all
+        .into_iter()
+        .map(|o| {
             let stop = stop.clone();
             std::thread::Builder::new()
-                .name(format!("camera {ip}"))
+                .name(format!("camera {}", o.ip))
                 .spawn(move || {
                     let span = tracing::info_span!("camera", ip = %o.ip);
                     let _in = span.enter();
@@ -685,7 +701,7 @@ pub fn run_cameras(opts: RunOptions, ips: &[Ipv4Addr], stop: Arc<AtomicBool>) ->
         })
         .collect::<std::io::Result<_>>()?;
     let mut first_error = None;
-    for (t, ip) in threads.into_iter().zip(ips) {
+    for (t, ip) in threads.into_iter().zip(&ips) {
         match t.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

@@ -715,3 +715,66 @@ fn aravis_receives_replayed_images_byte_for_byte() {
         );
     }
 }
+
+/// `rdmacam run --rig FILE`: a TOML rig of two different cameras in one process, one replaying
+/// images in BayerRG8, one a 640x480 test pattern; aravis streams from both and checks every
+/// byte (tests/aravis/replay_images.py, tests/aravis/grab_and_check.py).
+#[test]
+fn a_rig_file_serves_two_different_cameras() {
+    if !aravis_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/replay_images.py");
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        Command::new("/usr/bin/python3")
+            .arg(&script)
+            .arg("make")
+            .arg(dir.path().join("shots"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let rig = dir.path().join("rig.toml");
+    std::fs::write(
+        &rig,
+        r#"
+[[camera]]
+ip = "127.0.0.40"
+serial = "RIGIMAGES"
+images = "shots/"
+pixel_format = "BayerRG8"
+
+[[camera]]
+ip = "127.0.0.41"
+serial = "RIGPATTERN"
+width = 640
+height = 480
+"#,
+    )
+    .unwrap();
+    let mut cam = Command::new(camera_bin())
+        .args(["run", "--duration", "120", "--rig"])
+        .arg(&rig)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    wait_for_gvcp(None, Ipv4Addr::new(127, 0, 0, 40));
+    wait_for_gvcp(None, Ipv4Addr::new(127, 0, 0, 41));
+    let images = Command::new("timeout")
+        .arg("60")
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .args(["check", "127.0.0.40"])
+        .arg(dir.path().join("shots"))
+        .args(["--format", "BayerRG8", "--frames", "6"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&images.stdout).into_owned();
+    let pattern = grab_and_check(Ipv4Addr::new(127, 0, 0, 41), 5, &[]);
+    let _ = cam.kill();
+    let _ = cam.wait();
+    assert!(images.status.success(), "the image camera: {text}");
+    assert!(pattern.contains("\"width\": 640"), "{pattern}");
+}

@@ -1,0 +1,195 @@
+//! `rdmacam run --rig FILE`: a rig of cameras described in TOML, each with its own address,
+//! serial, size, pixel format, frame rate, pattern or images. Whatever a camera leaves out
+//! comes from the command line (or its defaults).
+//!
+//! ```toml
+//! [[camera]]
+//! ip = "127.0.0.10"
+//! serial = "LEFT"
+//! width = 1280
+//! height = 1024
+//! pixel_format = "BayerRG8"
+//! images = "shots/left/"
+//!
+//! [[camera]]
+//! ip = "127.0.0.11"
+//! serial = "RIGHT"
+//! pattern = "MovingBar"
+//! fps = 60
+//! ```
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use rdmacam_hil::images::{ImageSet, RawFormat};
+use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::gev::PixelFormat;
+use serde::Deserialize;
+
+use crate::run::RunOptions;
+
+/// One camera of a rig file.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RigCamera {
+    /// Its address (required).
+    pub ip: Ipv4Addr,
+    /// Its serial (default: the command line's, with -1, -2, ... appended).
+    pub serial: Option<String>,
+    /// Initial width.
+    pub width: Option<u32>,
+    /// Initial height.
+    pub height: Option<u32>,
+    /// Sensor width.
+    pub sensor_width: Option<u32>,
+    /// Sensor height.
+    pub sensor_height: Option<u32>,
+    /// Pixel format name.
+    pub pixel_format: Option<String>,
+    /// Test pattern name.
+    pub pattern: Option<String>,
+    /// Frames per second.
+    pub fps: Option<f32>,
+    /// Images to replay (a file, directory or glob; relative to the rig file).
+    pub images: Option<String>,
+    /// Size and format of raw images, `WIDTHxHEIGHT:FORMAT`.
+    pub raw_format: Option<String>,
+    /// Line0 pulses per second.
+    pub trigger_hz: Option<f64>,
+}
+
+/// A rig file.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Rig {
+    /// The cameras, at least one.
+    pub camera: Vec<RigCamera>,
+}
+
+impl Rig {
+    /// Parse a rig from TOML text.
+    pub fn parse(text: &str) -> Result<Rig> {
+        let rig: Rig = toml::from_str(text)?;
+        if rig.camera.is_empty() {
+            bail!("a rig needs at least one [[camera]]");
+        }
+        let mut seen = HashSet::new();
+        for c in &rig.camera {
+            if !seen.insert(c.ip) {
+                bail!("{} is in the rig twice: one address, one camera", c.ip);
+            }
+        }
+        Ok(rig)
+    }
+
+    /// Read and parse `path`.
+    pub fn load(path: &Path) -> Result<Rig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Rig::parse(&text).with_context(|| format!("{}", path.display()))
+    }
+
+    /// The run options of each camera: `base` with the camera's settings over it; image paths
+    /// are relative to `dir` (the rig file's directory).
+    pub fn options(&self, base: &RunOptions, dir: &Path) -> Result<Vec<RunOptions>> {
+        self.camera
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                let mut o = base.clone();
+                let what = || format!("camera {} in the rig", c.ip);
+                o.ip = c.ip;
+                o.serial = c
+                    .serial
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{}", base.serial, k + 1));
+                if o.serial.len() > 16 {
+                    bail!("{}: serial {:?} is longer than 16 bytes", what(), o.serial);
+                }
+                if let Some(p) = &c.pixel_format {
+                    o.pixel_format = PixelFormat::from_name(p)
+                        .with_context(|| format!("{}: unknown pixel format {p:?}", what()))?;
+                }
+                if let Some(p) = &c.pattern {
+                    o.pattern = Pattern::from_name(p)
+                        .with_context(|| format!("{}: unknown pattern {p:?}", what()))?;
+                }
+                if let Some(f) = c.fps {
+                    o.fps = f;
+                }
+                if let Some(h) = c.trigger_hz {
+                    o.trigger_hz = Some(h);
+                }
+                if let Some(spec) = &c.images {
+                    let raw: Option<RawFormat> = c
+                        .raw_format
+                        .as_deref()
+                        .map(str::parse)
+                        .transpose()
+                        .with_context(what)?;
+                    let path = dir.join(spec);
+                    let set = ImageSet::load(&path.to_string_lossy(), raw).with_context(what)?;
+                    o.sensor_width = set.width();
+                    o.sensor_height = set.height();
+                    o.width = set.width();
+                    o.height = set.height();
+                    o.images = Some(Arc::new(set));
+                }
+                if let Some(v) = c.sensor_width {
+                    o.sensor_width = v;
+                }
+                if let Some(v) = c.sensor_height {
+                    o.sensor_height = v;
+                }
+                if let Some(v) = c.width {
+                    o.width = v;
+                }
+                if let Some(v) = c.height {
+                    o.height = v;
+                }
+                o.validate().with_context(what)?;
+                Ok(o)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rig_parses_and_refuses_what_it_should() {
+        let rig = Rig::parse(
+            r#"
+[[camera]]
+ip = "127.0.0.10"
+serial = "LEFT"
+width = 640
+height = 480
+pixel_format = "BayerRG8"
+
+[[camera]]
+ip = "127.0.0.11"
+pattern = "MovingBar"
+fps = 60
+"#,
+        )
+        .unwrap();
+        assert_eq!(rig.camera.len(), 2);
+        assert_eq!(rig.camera[0].serial.as_deref(), Some("LEFT"));
+        assert_eq!(rig.camera[1].fps, Some(60.0));
+        assert!(Rig::parse("").is_err());
+        assert!(
+            Rig::parse("[[camera]]\nip = \"127.0.0.1\"\n[[camera]]\nip = \"127.0.0.1\"\n").is_err()
+        );
+        let e = format!(
+            "{:#}",
+            Rig::parse("[[camera]]\nip = \"127.0.0.1\"\nwidht = 5\n").unwrap_err()
+        );
+        assert!(e.contains("widht"), "{e}");
+    }
+}
