@@ -6,6 +6,12 @@
 //! The camera binary is `RDMACAM_BIN` if set (CI points it at the release build), else this
 //! crate's test build.
 
+mod common;
+use common::check_script;
+
+/// The Python aravis's GObject bindings are installed for (Debian's, not a venv's).
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -176,23 +182,17 @@ fn camera_test(ip: Ipv4Addr, fps: &str, extra: &[&str]) -> CameraTest {
 /// The aravis-based content checker: every frame complete, counter consecutive, gradient exact.
 /// Returns its JSON line.
 fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) -> String {
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg("/usr/bin/python3")
-        .arg(grab_script())
-        .arg(ip.to_string())
-        .arg(frames.to_string())
-        .args(extra)
-        .output()
-        .expect("grab_and_check.py");
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("grab_and_check {ip} {extra:?}: {text}");
-    assert!(
-        out.status.success(),
-        "content check failed: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text.into_owned()
+    let (ip, frames) = (ip.to_string(), frames.to_string());
+    let args = [ip.as_str(), frames.as_str()]
+        .into_iter()
+        .chain(extra.iter().copied());
+    check_script(
+        60,
+        Path::new(SYSTEM_PYTHON),
+        &grab_script(),
+        args,
+        &format!("grab_and_check {ip} {extra:?}"),
+    )
 }
 
 #[test]
@@ -593,22 +593,17 @@ fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
     let _cam = Camera::start(None, ip, "TRIGGERS", &["--trigger-hz", "20"]);
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/triggers_and_chunks.py");
+    let ip = ip.to_string();
     for extra in [&[][..], &["--socket"][..]] {
-        let out = Command::new("timeout")
-            .arg("120")
-            .arg("/usr/bin/python3")
-            .arg(&script)
-            .arg(ip.to_string())
-            .args(["--line-hz", "20"])
-            .args(extra)
-            .output()
-            .expect("triggers_and_chunks.py");
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!("triggers_and_chunks {extra:?}: {text}");
-        assert!(
-            out.status.success(),
-            "aravis {extra:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
+        let args = [ip.as_str(), "--line-hz", "20"]
+            .into_iter()
+            .chain(extra.iter().copied());
+        check_script(
+            120,
+            Path::new(SYSTEM_PYTHON),
+            &script,
+            args,
+            &format!("triggers_and_chunks {extra:?}"),
         );
     }
 }
@@ -696,22 +691,14 @@ fn aravis_receives_replayed_images_byte_for_byte() {
         "IMAGES",
         &["--images", dir.path().to_str().unwrap()],
     );
+    let (ip, shots) = (ip.to_string(), dir.path().to_str().unwrap());
     for format in ["Mono8", "BayerRG8", "RGB8"] {
-        let out = Command::new("timeout")
-            .arg("60")
-            .arg("/usr/bin/python3")
-            .arg(&script)
-            .args(["check", &ip.to_string()])
-            .arg(dir.path())
-            .args(["--format", format, "--frames", "9"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!("replay_images {format}: {text}");
-        assert!(
-            out.status.success(),
-            "{format}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
+        check_script(
+            60,
+            Path::new(SYSTEM_PYTHON),
+            &script,
+            ["check", &ip, shots, "--format", format, "--frames", "9"],
+            &format!("replay_images {format}"),
         );
     }
 }
@@ -754,7 +741,7 @@ height = 480
 "#,
     )
     .unwrap();
-    let mut cam = Command::new(camera_bin())
+    let cam = Command::new(camera_bin())
         .args(["run", "--duration", "120", "--rig"])
         .arg(&rig)
         .stderr(Stdio::inherit())
@@ -762,19 +749,31 @@ height = 480
         .unwrap();
     wait_for_gvcp(None, Ipv4Addr::new(127, 0, 0, 40));
     wait_for_gvcp(None, Ipv4Addr::new(127, 0, 0, 41));
-    let images = Command::new("timeout")
-        .arg("60")
-        .arg("/usr/bin/python3")
-        .arg(&script)
-        .args(["check", "127.0.0.40"])
-        .arg(dir.path().join("shots"))
-        .args(["--format", "BayerRG8", "--frames", "6"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&images.stdout).into_owned();
+    // the camera process ends with the test, whatever the checks say
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _cam = Kill(cam);
+    let shots = dir.path().join("shots");
+    check_script(
+        60,
+        Path::new(SYSTEM_PYTHON),
+        &script,
+        [
+            "check",
+            "127.0.0.40",
+            shots.to_str().unwrap(),
+            "--format",
+            "BayerRG8",
+            "--frames",
+            "6",
+        ],
+        "the rig's image camera",
+    );
     let pattern = grab_and_check(Ipv4Addr::new(127, 0, 0, 41), 5, &[]);
-    let _ = cam.kill();
-    let _ = cam.wait();
-    assert!(images.status.success(), "the image camera: {text}");
     assert!(pattern.contains("\"width\": 640"), "{pattern}");
 }

@@ -541,7 +541,9 @@ fn the_reference_host_reconnects_to_a_restarted_camera() {
 }
 
 /// Every new pixel format over ORSP: the reference host checks each frame's bytes against the
-/// pattern in that format (the leader names it; PayloadSize sized the buffers).
+/// pattern in that format (the leader names it; PayloadSize sized the buffers). The host's
+/// pattern is the camera's `pattern::fill`, so this checks sizes and transport; the bytes of
+/// each format are checked against a separate byte-at-a-time definition in `pattern`'s tests.
 #[test]
 fn every_pixel_format_streams_byte_exact_over_orsp() {
     use std::sync::Arc;
@@ -569,7 +571,11 @@ fn every_pixel_format_streams_byte_exact_over_orsp() {
 }
 
 /// Replayed images over ORSP: the reference host loads the same files (`--images`) and checks
-/// every frame byte for byte, in Mono8, a Bayer format and RGB8.
+/// every frame byte for byte, in Mono8, a Bayer format and RGB8. The host converts with the
+/// camera's own code (`rdmacam_hil::images`), so this checks the transport (sizes, placement,
+/// the image cycle); the conversion itself is checked independently by
+/// `aravis_receives_replayed_images_byte_for_byte` (tests/aravis/replay_images.py) and the
+/// hand-computed values of `rdmacam_hil::images`' unit tests.
 #[test]
 fn replayed_images_reach_the_reference_host_byte_for_byte() {
     use std::sync::Arc;

@@ -8,6 +8,9 @@
 //! Needs `scripts/setup.sh` (the venv at .venv/genicam, xmllint, gresource, aravis-tools-cli);
 //! without them the tests print SKIPPED, unless RDMACAM_REQUIRE_ARAVIS=1 (CI).
 
+mod common;
+use common::check_script;
+
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -81,21 +84,12 @@ fn the_served_xml_loads_in_the_reference_genapi_and_every_feature_works() {
     let _cam = camera(ip);
     let dir = tempfile::tempdir().unwrap();
     let xml = dir.path().join("served.xml");
-    let out = Command::new("timeout")
-        .arg("120")
-        .arg(&py)
-        .arg(repo().join("tests/genicam/genapi_check.py"))
-        .arg(ip.to_string())
-        .arg("--save-xml")
-        .arg(&xml)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("genapi_check: {text}");
-    assert!(
-        out.status.success(),
-        "the reference GenApi refused the camera: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    check_script(
+        120,
+        &py,
+        &repo().join("tests/genicam/genapi_check.py"),
+        [ip.to_string().as_str(), "--save-xml", xml.to_str().unwrap()],
+        "genapi_check (the reference GenApi against the camera)",
     );
 
     // the same bytes against the GenApi 1.1 schema
@@ -165,21 +159,12 @@ fn triggers_chunks_events_and_actions_through_the_reference_genapi_and_wireshark
     let _cam = camera(ip);
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("gvcp.pcap");
-    let out = Command::new("timeout")
-        .arg("120")
-        .arg(&py)
-        .arg(repo().join("tests/genicam/features_check.py"))
-        .arg(ip.to_string())
-        .arg("--pcap")
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("features_check: {text}");
-    assert!(
-        out.status.success(),
-        "features through the reference GenApi: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = check_script(
+        120,
+        &py,
+        &repo().join("tests/genicam/features_check.py"),
+        [ip.to_string().as_str(), "--pcap", pcap.to_str().unwrap()],
+        "features_check (features through the reference GenApi)",
     );
     if !have("tshark") {
         assert!(

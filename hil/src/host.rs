@@ -124,6 +124,8 @@ pub struct HostCore {
     stats: Stats,
     scratch: Vec<u8>,
     images: Option<std::sync::Arc<crate::images::ImageSet>>,
+    /// The image the last good replayed frame was.
+    last_image: Option<usize>,
 }
 
 impl HostCore {
@@ -141,6 +143,7 @@ impl HostCore {
             last_block: 0,
             leaders: HashMap::new(),
             images: None,
+            last_image: None,
             stats: Stats::default(),
             scratch: Vec::new(),
         }
@@ -353,12 +356,15 @@ impl HostCore {
             }
         }
         if let Some(set) = self.images.clone() {
-            // a replayed image: it carries no counter; it must be one of the set's images
-            let found = (0..set.len()).find(|&i| {
+            // a replayed image carries no counter: it must be one of the set's images, most
+            // likely the one after the last (one conversion per frame, not one per image)
+            let next = self.last_image.map_or(0, |i| i + 1);
+            let found = (0..set.len()).map(|k| (next + k) % set.len()).find(|&i| {
                 set.render(i, &spec, &mut self.scratch);
                 mem[..size] == self.scratch[..]
             });
             if let Some(i) = found {
+                self.last_image = Some(i);
                 push_bounded(&mut self.stats.frame_numbers, i as u64);
             }
             return found.is_some();

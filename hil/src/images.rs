@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use rdmacam_protocol::device::pattern::FrameSpec;
 use rdmacam_protocol::gev::PixelFormat;
+use rdmacam_protocol::gev::pixel::pack_mono12p;
 
 /// How to read raw files: their size and pixel format (Mono8, Mono16, RGB8 or a Bayer 8-bit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,12 +306,7 @@ impl ImageSet {
                     }
                 };
                 for (g, b) in out.chunks_mut(3).enumerate() {
-                    let (v0, v1) = (v(2 * g), v(2 * g + 1));
-                    let bytes = [
-                        v0 as u8,
-                        ((v0 >> 8) as u8 & 0x0f) | ((v1 as u8 & 0x0f) << 4),
-                        (v1 >> 4) as u8,
-                    ];
+                    let bytes = pack_mono12p(v(2 * g), v(2 * g + 1));
                     b.copy_from_slice(&bytes[..b.len()]);
                 }
             }

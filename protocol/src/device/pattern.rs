@@ -254,13 +254,8 @@ fn fill_scaled(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
         for (i, b) in out[done..done + n].iter_mut().enumerate() {
             let p = pos + i;
             *b = if pf.packed() {
-                let (g, r) = (p / 3, p % 3);
-                let (v0, v1) = (sample(2 * g), sample(2 * g + 1));
-                match r {
-                    0 => v0 as u8,
-                    1 => ((v0 >> 8) as u8 & 0x0f) | ((v1 as u8 & 0x0f) << 4),
-                    _ => (v1 >> 4) as u8,
-                }
+                let g = p / 3;
+                crate::gev::pixel::pack_mono12p(sample(2 * g), sample(2 * g + 1))[p % 3]
             } else {
                 sample(p / 2).to_le_bytes()[p % 2]
             };

@@ -136,6 +136,17 @@ impl PixelFormat {
     }
 }
 
+/// Two 12-bit pixels packed as Mono12p lays them out: three bytes, least significant bits
+/// first (byte 0 = v0 bits 7..0, byte 1 = v1 bits 3..0 over v0 bits 11..8, byte 2 = v1 bits
+/// 11..4).
+pub const fn pack_mono12p(v0: u16, v1: u16) -> [u8; 3] {
+    [
+        v0 as u8,
+        ((v0 >> 8) as u8 & 0x0f) | ((v1 as u8 & 0x0f) << 4),
+        (v1 >> 4) as u8,
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +165,7 @@ mod tests {
         assert_eq!(PixelFormat::Mono12p.image_size(3, 1), 5);
         assert_eq!(PixelFormat::Mono12p.image_size(4, 2), 12);
         assert_eq!(PixelFormat::Mono10.image_size(4, 2), 16);
+        // PFNC's Mono12p example layout: 0xABC, 0xDEF -> BC FA DE
+        assert_eq!(pack_mono12p(0xABC, 0xDEF), [0xBC, 0xFA, 0xDE]);
     }
 }
