@@ -15,7 +15,7 @@ use rdmacam_hil::run::{HostOptions, run_host};
 use rdmacam_protocol::device::pattern::Pattern;
 use rdmacam_protocol::gev::PixelFormat;
 
-use crate::run::{RunOptions, run};
+use crate::run::{CameraSummary, RunOptions, run};
 
 /// GVCP port of the demo camera.
 pub const DEMO_GVCP_PORT: u16 = 39560;
@@ -45,10 +45,24 @@ pub struct DemoOptions {
     pub buffers: u32,
     /// Live statistics on stderr.
     pub progress: bool,
+    /// Faults on demand (`--fault`) the camera injects.
+    pub faults: Vec<crate::fault::FaultSpec>,
+    /// Times the host connects again after a failed stream (a reboot fault needs one).
+    pub reconnects: u32,
 }
 
-/// Run the demo and return the host's summary.
-pub fn demo(o: &DemoOptions) -> Result<Summary> {
+/// What the demo's host and camera saw.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoSummary {
+    /// The host's summary (its fields are the JSON's top level, as before).
+    #[serde(flatten)]
+    pub host: Summary,
+    /// The camera's counters: RoCE, faults injected.
+    pub camera: CameraSummary,
+}
+
+/// Run the demo and return the host's and the camera's summaries.
+pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
     let ip = Ipv4Addr::LOCALHOST;
     let stop_camera = Arc::new(AtomicBool::new(false));
     if o.frames == 0 {
@@ -84,6 +98,8 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         latency_log: None,
         trigger_hz: None,
         images: None,
+        faults: o.faults.clone(),
+        index: 0,
     };
     let camera = {
         let stop = stop_camera.clone();
@@ -119,11 +135,18 @@ pub fn demo(o: &DemoOptions) -> Result<Summary> {
         transport: Default::default(),
         latency_log: None,
         chunks: false,
-        reconnects: 0,
+        reconnects: o.reconnects,
         images: None,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);
-    let _ = camera.join();
-    result
+    let camera = match camera.join() {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(e.context("the demo camera failed")),
+        Err(_) => anyhow::bail!("the demo camera's thread panicked"),
+    };
+    Ok(DemoSummary {
+        host: result?,
+        camera,
+    })
 }

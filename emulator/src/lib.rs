@@ -2,6 +2,7 @@
 
 pub mod camera;
 pub mod demo;
+pub mod fault;
 pub mod inspect;
 pub mod rig;
 pub mod run;

@@ -67,9 +67,21 @@ struct DemoArgs {
     /// Host frame buffers.
     #[arg(long, default_value_t = 16)]
     buffers: u32,
-    /// Print the summary as one JSON line (the last line on stdout).
+    /// Print the summary as one JSON line (the last line on stdout): the host's fields, and
+    /// the camera's under "camera".
     #[arg(long)]
     json: bool,
+    /// Inject a fault (repeatable): [camN:]KIND[:KEY=VALUE,...]. KIND is loss, reorder,
+    /// duplicate, corrupt, ecn (stream packets) or drop-frame (frames), with p=P (a
+    /// probability) or every=N; resend-unavailable (every resend request, or p=/every=); stall,
+    /// silence or reboot with for=T, at=T and optionally every=T (T as 250ms or 2s, from the
+    /// camera's start). camN: only the Nth camera. Hosts inject the same faults at a moment
+    /// they choose through the FaultInjection features. See docs/virtual-camera.md.
+    #[arg(long = "fault", value_name = "SPEC")]
+    faults: Vec<rdmacam::fault::FaultSpec>,
+    /// Times the host connects again after a failed stream (a reboot fault needs one).
+    #[arg(long, default_value_t = 3)]
+    reconnect: u32,
 }
 
 /// How frames leave the camera.
@@ -205,6 +217,18 @@ struct RunArgs {
     /// start, without a host writing OrspCmPort first (0 = only after that write).
     #[arg(long, default_value_t = 0)]
     cm_port: u16,
+    /// Inject a fault (repeatable): [camN:]KIND[:KEY=VALUE,...]. KIND is loss, reorder,
+    /// duplicate, corrupt, ecn (stream packets) or drop-frame (frames), with p=P (a
+    /// probability) or every=N; resend-unavailable (every resend request, or p=/every=); stall,
+    /// silence or reboot with for=T, at=T and optionally every=T (T as 250ms or 2s, from the
+    /// camera's start). camN: only the Nth camera. Hosts inject the same faults at a moment
+    /// they choose through the FaultInjection features. See docs/virtual-camera.md.
+    #[arg(long = "fault", value_name = "SPEC")]
+    faults: Vec<rdmacam::fault::FaultSpec>,
+    /// When the cameras stop, print their summary as one JSON line on stdout (after the text
+    /// lines): {"cameras": [...]}, fields in docs/virtual-camera.md.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_pixel_format(s: &str) -> Result<PixelFormat, String> {
@@ -247,9 +271,22 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
         seed: a.seed,
         buffers: a.buffers,
         progress: true,
+        faults: a.faults,
+        reconnects: a.reconnect,
     };
     match rdmacam::demo::demo(&o) {
-        Ok(s) => s.report(a.json),
+        Ok(s) => {
+            println!("{}", s.host.line());
+            println!("{}", s.camera.line());
+            if a.json {
+                println!("{}", serde_json::to_string(&s).expect("serialisable"));
+            }
+            if s.host.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
         Err(e) => {
             eprintln!("rdmacam demo: {e:#}");
             ExitCode::from(2)
@@ -327,6 +364,8 @@ fn main() -> ExitCode {
                 gso: !a.no_gso,
                 gvsp_gso: a.gvsp_gso,
                 latency_log: a.latency_log,
+                faults: a.faults,
+                index: 0,
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {
@@ -348,7 +387,15 @@ fn main() -> ExitCode {
                     .and_then(|ips| run::run_cameras(opts, &ips, stop)),
             };
             match r {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(cameras) => {
+                    for c in &cameras {
+                        println!("{}", c.line());
+                    }
+                    if a.json {
+                        println!("{}", serde_json::json!({ "cameras": cameras }));
+                    }
+                    ExitCode::SUCCESS
+                }
                 Err(e) => {
                     eprintln!("rdmacam run: {e:#}");
                     ExitCode::from(2)

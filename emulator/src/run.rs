@@ -21,6 +21,7 @@ use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, Tx, new_camer
 use anyhow::{Context, Result, bail};
 use rdmacam_hil::net::RoceSocket;
 use rdmacam_hil::net::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
+use rdmacam_protocol::device::faults::FaultKind;
 use rdmacam_protocol::device::pattern::Pattern;
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
@@ -98,6 +99,115 @@ pub struct RunOptions {
     /// Drive input Line0 with a square wave of this frequency (rising edges per second), for
     /// hosts that set TriggerSource Line0; None = Line0 stays low.
     pub trigger_hz: Option<f64>,
+    /// Faults on demand (`--fault`), for every camera of the run; each applies to the camera
+    /// it names or to all.
+    pub faults: Vec<crate::fault::FaultSpec>,
+    /// This camera's place in the run (0 for the first), for `--fault camN:`.
+    pub index: usize,
+}
+
+/// What one camera did, printed when it stops (text, or JSON with `--json`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CameraSummary {
+    /// Its address.
+    pub ip: String,
+    /// Its serial number.
+    pub serial: String,
+    /// Frames sent over GVSP (trailer out).
+    pub gvsp_frames: u64,
+    /// GVSP packets sent, resends included.
+    pub gvsp_packets: u64,
+    /// GVSP packets resent on request.
+    pub gvsp_resent: u64,
+    /// PACKETRESEND requests received.
+    pub resend_requests: u64,
+    /// Resend requests answered PACKET_UNAVAILABLE.
+    pub resend_unavailable: u64,
+    /// Frames sent over ORSP (TRAILER sent).
+    pub orsp_frames: u64,
+    /// Frames ORSP dropped (no host buffer queued, or a drop-frame fault).
+    pub orsp_frames_dropped: u64,
+    /// RoCE: packets sent, retransmissions included.
+    pub roce_packets: u64,
+    /// RoCE: packets retransmitted.
+    pub retransmitted: u64,
+    /// RoCE: PSN sequence error NAKs received.
+    pub seq_naks: u64,
+    /// RoCE: RNR NAKs received.
+    pub rnr_naks: u64,
+    /// RoCE: CNPs received.
+    pub cnps: u64,
+    /// RoCE: ACK timeouts.
+    pub timeouts: u64,
+    /// ORSP connections made.
+    pub orsp_connections: u64,
+    /// Faults injected, by kind.
+    pub faults: crate::fault::FaultCounts,
+}
+
+impl CameraSummary {
+    /// One human line.
+    pub fn line(&self) -> String {
+        format!(
+            "camera {} ({}): GVSP {} frames, {} packets, {} resent, {} of {} resend requests unavailable; \
+             ORSP {} frames, {} dropped, {} connections; RoCE {} packets, {} retransmitted, {} sequence NAKs, \
+             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}",
+            self.ip,
+            self.serial,
+            self.gvsp_frames,
+            self.gvsp_packets,
+            self.gvsp_resent,
+            self.resend_unavailable,
+            self.resend_requests,
+            self.orsp_frames,
+            self.orsp_frames_dropped,
+            self.orsp_connections,
+            self.roce_packets,
+            self.retransmitted,
+            self.seq_naks,
+            self.rnr_naks,
+            self.cnps,
+            self.timeouts,
+            self.faults.line()
+        )
+    }
+
+    /// Add what a camera did before a reboot (counters of the one before).
+    fn add(&mut self, o: &CameraSummary) {
+        self.gvsp_frames += o.gvsp_frames;
+        self.gvsp_packets += o.gvsp_packets;
+        self.gvsp_resent += o.gvsp_resent;
+        self.resend_requests += o.resend_requests;
+        self.resend_unavailable += o.resend_unavailable;
+        self.orsp_frames += o.orsp_frames;
+        self.orsp_frames_dropped += o.orsp_frames_dropped;
+    }
+
+    /// Add an RC connection's counters.
+    fn add_rc(&mut self, rc: &rdmacam_protocol::rc::RequesterCounters) {
+        self.roce_packets += rc.packets_sent;
+        self.retransmitted += rc.retransmitted_packets;
+        self.seq_naks += rc.seq_naks;
+        self.rnr_naks += rc.rnr_naks;
+        self.cnps += rc.cnps;
+        self.timeouts += rc.timeouts;
+    }
+}
+
+/// The stream counters of the camera as it is now (not RoCE, not faults).
+fn device_summary(cam: &CameraCore) -> CameraSummary {
+    let s = cam.device_ref().stream_counters();
+    let o = cam.device_ref().orsp_channel().counters();
+    CameraSummary {
+        gvsp_frames: s.frames_sent,
+        gvsp_packets: s.packets_sent,
+        gvsp_resent: s.packets_resent,
+        resend_requests: s.resend_requests,
+        resend_unavailable: s.resend_unavailable,
+        orsp_frames: u64::from(o.frames_sent),
+        orsp_frames_dropped: u64::from(o.frames_dropped),
+        ..CameraSummary::default()
+    }
 }
 
 /// The camera's own GVCP socket: exclusive, so one address is one camera.
@@ -257,9 +367,23 @@ impl RunOptions {
 /// The largest sensor the emulator offers, per side (a 16k x 16k Mono8 frame is 256 MiB).
 pub const MAX_SENSOR: u32 = 16_384;
 
-/// Run the camera until `stop` is set (or `duration` passes).
-pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
+/// Run the camera until `stop` is set (or `duration` passes); what it did.
+pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
     opts.validate()?;
+    let mut faults = crate::fault::FaultEngine::new(&opts.faults, opts.index, opts.seed);
+    if opts.verbs.is_some()
+        && opts.faults.iter().any(|f| {
+            f.camera.is_none_or(|c| c == opts.index)
+                && !f.kind.in_device()
+                && f.kind != rdmacam_protocol::device::faults::FaultKind::Silence
+                && f.kind != rdmacam_protocol::device::faults::FaultKind::Stall
+        })
+    {
+        bail!(
+            "with --transport verbs the RDMA device sends the packets: packet faults and reboot \
+             need --transport udp or gvsp (drop-frame, resend-unavailable, stall and silence work)"
+        );
+    }
     let ip = opts.ip;
     if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
         bail!("--ip must be one local unicast address, not {ip}");
@@ -327,18 +451,37 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
 
         host_rx: opts.host_roce_port,
     };
-    let mut device = Device::new(cfg);
-    device.orsp().set_cm_port(opts.cm_port);
-    // the QPN and first PSN of every connection come from the OS's randomness, so a host that
-    // is not in control cannot predict them
-    let source = match &opts.images {
-        Some(set) => EmuSource::Images(ImageSource::new(set.clone())),
-        None => EmuSource::Synthetic(SyntheticSource::new(opts.seed)),
+    let frame_drop = faults.rule(FaultKind::FrameDrop);
+    let resend_unavailable = faults.rule(FaultKind::ResendUnavailable);
+    // power-up: also after a reboot fault, which loses every setting
+    let boot = |cfg: &DeviceConfig| {
+        let mut device = Device::new(cfg.clone());
+        device.orsp().set_cm_port(opts.cm_port);
+        let f = device.faults();
+        f.set_io(true);
+        f.set_seed(opts.seed ^ 0xd3 ^ ((opts.index as u64) << 32));
+        f.set_frame_drop(frame_drop);
+        f.set_resend_unavailable(resend_unavailable);
+        // the QPN and first PSN of every connection come from the OS's randomness, so a host
+        // that is not in control cannot predict them
+        let source = match &opts.images {
+            Some(set) => EmuSource::Images(ImageSource::new(set.clone())),
+            None => EmuSource::Synthetic(SyntheticSource::new(opts.seed)),
+        };
+        let mut cam = new_camera_with(device, source, ports).with_entropy(rand::random::<u64>);
+        if let Some(a) = opts.roce_ip {
+            cam = cam.with_roce_address(a);
+        }
+        cam
     };
-    let mut cam = new_camera_with(device, source, ports).with_entropy(rand::random::<u64>);
-    if let Some(a) = opts.roce_ip {
-        cam = cam.with_roce_address(a);
-    }
+    let mut cam = boot(&cfg);
+    let mut summary = CameraSummary {
+        ip: ip.to_string(),
+        serial: opts.serial.clone(),
+        ..CameraSummary::default()
+    };
+    let mut rc_connected = false;
+    let mut held: Option<Vec<u8>> = None;
     #[cfg(feature = "verbs")]
     let mut verbs = match &opts.verbs {
         Some(device) => {
@@ -402,6 +545,66 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
             break;
         }
         let mut busy = false;
+        // faults: hosts' requests, windows opening and closing, a reboot coming back
+        while let Some(r) = cam.device().faults().poll_request() {
+            let kind = faults.request(StdInstant::now(), r);
+            info!(
+                fault = kind.cli_name(),
+                count = r.count,
+                duration_ms = r.duration_ms,
+                "fault injected on request"
+            );
+        }
+        if faults.tick(StdInstant::now()).reboot_now {
+            // back from the dead with every setting lost; what the old one did stays counted
+            if rc_connected && let Some(rc) = cam.rc_counters() {
+                summary.add_rc(&rc);
+            }
+            rc_connected = false;
+            summary.add(&device_summary(&cam));
+            let before = cam.device_ref().faults_injected();
+            cam = boot(&cfg);
+            for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
+                cam.device().faults().counted(k, before[k as usize]);
+            }
+            held = None;
+            warn!("fault: the camera rebooted (settings lost, hosts must take control again)");
+        }
+        for (k, n) in faults.wire_counts().into_iter().enumerate() {
+            let kind = FaultKind::ALL[k];
+            if !kind.in_device() {
+                cam.device().faults().set_counted(kind, n);
+            }
+        }
+        if faults.silent() {
+            // a pulled cable: whatever arrives is lost, nothing leaves; the camera's own
+            // clock runs on (a host's heartbeat may expire meanwhile)
+            let mut lost = 0u64;
+            for sock in std::iter::once(&control)
+                .chain(discovery.iter())
+                .chain(std::iter::once(&message_sock))
+            {
+                while sock.recv_from(&mut rx).is_ok() {
+                    lost += 1;
+                }
+            }
+            if let Some(r) = roce.as_mut() {
+                while r.recv(&mut roce_rx).is_some() {
+                    lost += 1;
+                }
+            }
+            let _ = lost;
+            cam.handle_timeout(now());
+            while let Some(ev) = cam.poll_event() {
+                log_event(&ev);
+            }
+            let wait = faults
+                .next_change(StdInstant::now())
+                .unwrap_or(Duration::from_millis(1))
+                .min(Duration::from_millis(1));
+            std::thread::sleep(wait);
+            continue;
+        }
         let listeners =
             std::iter::once((&control, false)).chain(discovery.iter().map(|d| (d, true)));
         for (sock, only_discovery) in listeners {
@@ -476,9 +679,17 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                     p.tos
                 );
             }
+            if matches!(ev, DeviceEvent::OrspConnect(_)) {
+                rc_connected = true;
+                summary.orsp_connections += 1;
+            }
             if matches!(ev, DeviceEvent::OrspDisconnected) {
                 log_failure(&cam);
                 log_rc(&cam);
+                if rc_connected && let Some(rc) = cam.rc_counters() {
+                    summary.add_rc(&rc);
+                }
+                rc_connected = false;
             }
         }
         if let Some(r) = roce.as_mut() {
@@ -489,10 +700,27 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 busy = true;
                 cam.handle_ib(now(), src, dst, 0, ib);
             }
-            if r.gso() {
+            let packet_faults = faults.packet_faults();
+            if faults.stalled() {
+                // a stream stall: nothing leaves until it ends
+            } else if r.gso() && !packet_faults {
                 // UDP segmentation offload with gather I/O: runs of equal-size packets in one
                 // send, payload straight from frame memory
                 busy |= send_segmented(&mut cam, r, now, &mut gso_batch, &mut roce_tx[0][..]);
+            } else if packet_faults {
+                // faults on demand: each packet on its own
+                for _ in 0..1024 {
+                    let Some(n) = cam.poll_transmit(now(), &mut roce_tx[0][..]) else {
+                        break;
+                    };
+                    busy = true;
+                    send_with_faults(&mut faults, r, &mut roce_tx[0][..n], &mut held);
+                }
+                if let Some(h) = held.take()
+                    && let Err(e) = r.send(&h)
+                {
+                    warn!("RoCEv2 send failed: {e}");
+                }
             } else {
                 // up to 1024 packets, handed to the kernel TX_BATCH at a time (sendmmsg)
                 for _ in 0..1024 / TX_BATCH {
@@ -542,11 +770,40 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         // Stream: send what is due, a bounded batch so GVCP stays responsive; runs of equal-size
         // packets to one destination leave in one UDP GSO send (a frame's payload packets).
         for _ in 0..256 {
+            if faults.stalled() {
+                break;
+            }
             let Some(p) = cam.poll_gvsp(now(), gvsp.slot()) else {
                 break;
             };
             busy = true;
-            gvsp.push(&stream_sock, p.len, SocketAddrV4::new(p.dst_ip, p.dst_port));
+            let dst = SocketAddrV4::new(p.dst_ip, p.dst_port);
+            let v = faults.packet(
+                crate::fault::gvsp_payload_at(&gvsp.slot()[..p.len]).is_some(),
+                false,
+            );
+            if v.drop {
+                continue;
+            }
+            if v.corrupt {
+                crate::fault::corrupt_gvsp(&mut gvsp.slot()[..p.len]);
+            }
+            if v.hold {
+                held = Some(gvsp.slot()[..p.len].to_vec());
+                continue;
+            }
+            let copy = v.duplicate.then(|| gvsp.slot()[..p.len].to_vec());
+            gvsp.push(&stream_sock, p.len, dst);
+            for extra in copy.into_iter().chain(held.take()) {
+                gvsp.slot()[..extra.len()].copy_from_slice(&extra);
+                gvsp.push(&stream_sock, extra.len(), dst);
+            }
+        }
+        if let Some(h) = held.take()
+            && let Some(dst) = gvsp.last_dst()
+        {
+            gvsp.slot()[..h.len()].copy_from_slice(&h);
+            gvsp.push(&stream_sock, h.len(), dst);
         }
         gvsp.flush(&stream_sock);
         if !busy {
@@ -555,6 +812,9 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
                 .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
                 .unwrap_or(Duration::from_millis(1))
                 .min(Duration::from_micros(500));
+            if let Some(d) = faults.next_change(StdInstant::now()) {
+                wait = wait.min(d);
+            }
             if let Some(hz) = opts.trigger_hz {
                 // wake for Line0's next edge
                 let half = 0.5 / hz;
@@ -584,6 +844,16 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
     if let Some(mut f) = latency_log {
         std::io::Write::flush(&mut f)?;
     }
+    if rc_connected && let Some(rc) = cam.rc_counters() {
+        summary.add_rc(&rc);
+    }
+    summary.add(&device_summary(&cam));
+    let mut injected = faults.wire_counts();
+    let device_counts = cam.device_ref().faults_injected();
+    for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
+        injected[k as usize] = device_counts[k as usize];
+    }
+    summary.faults = crate::fault::FaultCounts::from_array(injected);
     let s = cam.device().stream_counters();
     let g = cam.device().gvcp_counters();
     let ev = cam.device().event_counters();
@@ -612,7 +882,53 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<()> {
         gvcp_errors = g.errors,
         "camera stopped"
     );
-    Ok(())
+    Ok(summary)
+}
+
+/// Send one RoCEv2 packet through the fault engine: lost, corrupted (bad ICRC), marked
+/// Congestion Experienced, duplicated or held back to follow the next one.
+fn send_with_faults(
+    faults: &mut crate::fault::FaultEngine,
+    r: &mut RoceSocket,
+    packet: &mut [u8],
+    held: &mut Option<Vec<u8>>,
+) {
+    let request = crate::fault::is_rc_request(packet);
+    let v = if request {
+        faults.packet(true, true)
+    } else {
+        crate::fault::Verdict::default()
+    };
+    if v.drop {
+        return;
+    }
+    if v.corrupt {
+        crate::fault::corrupt_icrc(packet);
+    }
+    if v.hold {
+        if let Some(h) = held.replace(packet.to_vec())
+            && let Err(e) = r.send(&h)
+        {
+            warn!("RoCEv2 send failed: {e}");
+        }
+        return;
+    }
+    let copies = if v.duplicate { 2 } else { 1 };
+    for _ in 0..copies {
+        let sent = if v.ecn {
+            r.send_congested(packet)
+        } else {
+            r.send(packet)
+        };
+        if let Err(e) = sent {
+            warn!("RoCEv2 send failed: {e}");
+        }
+    }
+    if let Some(h) = held.take()
+        && let Err(e) = r.send(&h)
+    {
+        warn!("RoCEv2 send failed: {e}");
+    }
 }
 
 /// The addresses of the cameras `rdmacam run` serves: the `--ip` list, or `--cameras N`
@@ -647,9 +963,13 @@ pub fn camera_addresses(ips: &[Ipv4Addr], cameras: Option<u32>) -> Result<Vec<Ip
 /// address, serial (`opts.serial` with `-1`, `-2`, ... appended when there are several), MAC
 /// and ports. The first camera that fails to start or fails stops them all, and its error is
 /// returned.
-pub fn run_cameras(opts: RunOptions, ips: &[Ipv4Addr], stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run_cameras(
+    opts: RunOptions,
+    ips: &[Ipv4Addr],
+    stop: Arc<AtomicBool>,
+) -> Result<Vec<CameraSummary>> {
     if let [ip] = ips {
-        return run(RunOptions { ip: *ip, ..opts }, stop);
+        return Ok(vec![run(RunOptions { ip: *ip, ..opts }, stop)?]);
     }
     let longest = format!("{}-{}", opts.serial, ips.len());
     if longest.len() > 16 {
@@ -663,6 +983,7 @@ pub fn run_cameras(opts: RunOptions, ips: &[Ipv4Addr], stop: Arc<AtomicBool>) ->
         .map(|(k, ip)| RunOptions {
             ip: *ip,
             serial: format!("{}-{}", opts.serial, k + 1),
+            index: k,
             ..opts.clone()
         })
         .collect();
@@ -671,7 +992,23 @@ pub fn run_cameras(opts: RunOptions, ips: &[Ipv4Addr], stop: Arc<AtomicBool>) ->
 
 /// Serve one camera per entry of `all`, each on its own thread. The first camera that fails to
 /// start or fails stops them all, and its error is returned.
-pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<CameraSummary>> {
+    let all: Vec<RunOptions> = all
+        .into_iter()
+        .enumerate()
+        .map(|(index, o)| RunOptions { index, ..o })
+        .collect();
+    if let Some(f) = all[0]
+        .faults
+        .iter()
+        .find(|f| f.camera.is_some_and(|c| c >= all.len()))
+    {
+        bail!(
+            "--fault names cam{} but the run has {} camera(s)",
+            f.camera.unwrap_or(0) + 1,
+            all.len()
+        );
+    }
     if all.len() > 1
         && all
             .iter()
@@ -701,9 +1038,10 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<()> {
         })
         .collect::<std::io::Result<_>>()?;
     let mut first_error = None;
+    let mut summaries = Vec::new();
     for (t, ip) in threads.into_iter().zip(&ips) {
         match t.join() {
-            Ok(Ok(())) => {}
+            Ok(Ok(s)) => summaries.push(s),
             Ok(Err(e)) => {
                 first_error.get_or_insert(e.context(format!("camera {ip}")));
             }
@@ -712,7 +1050,7 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<()> {
             }
         }
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(summaries), Err)
 }
 
 /// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
@@ -872,6 +1210,11 @@ impl GvspBatch {
             gso,
             said_too_big: false,
         }
+    }
+
+    /// Where the last packet went (for a held-back packet that follows it).
+    fn last_dst(&self) -> Option<SocketAddrV4> {
+        self.dst
     }
 
     /// Where the next packet is written.

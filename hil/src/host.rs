@@ -78,6 +78,37 @@ pub struct Summary {
     pub frames_with_chunks: u64,
     /// Times the host connected again after a stream failed (`--reconnect`).
     pub reconnects: u32,
+    /// The host's own RoCE receive counters (soft host; zero with verbs, whose NIC keeps
+    /// them in its hw_counters).
+    pub host_roce: HostRoceCounters,
+}
+
+/// What the host's RoCE receiver saw, named as rxe's hw_counters where rxe has the counter.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct HostRoceCounters {
+    /// Packets discarded for a bad ICRC.
+    pub bad_icrc: u64,
+    /// Requests out of sequence, NAKed (`out_of_seq_request`).
+    pub out_of_seq_request: u64,
+    /// Duplicate requests, acknowledged again (`duplicate_request`).
+    pub duplicate_request: u64,
+    /// Packets marked ECN Congestion Experienced.
+    pub ecn_marked: u64,
+    /// CNPs sent to the camera.
+    pub cnps_sent: u64,
+}
+
+impl HostRoceCounters {
+    /// Both added.
+    pub fn sum(self, o: HostRoceCounters) -> HostRoceCounters {
+        HostRoceCounters {
+            bad_icrc: self.bad_icrc + o.bad_icrc,
+            out_of_seq_request: self.out_of_seq_request + o.out_of_seq_request,
+            duplicate_request: self.duplicate_request + o.duplicate_request,
+            ecn_marked: self.ecn_marked + o.ecn_marked,
+            cnps_sent: self.cnps_sent + o.cnps_sent,
+        }
+    }
 }
 
 /// Per-stream statistics as frames arrive.
@@ -460,6 +491,11 @@ impl OrspHost {
     /// Statistics so far.
     pub fn stats(&self) -> &Stats {
         &self.core.stats
+    }
+
+    /// The soft responder's counters (none before it is connected).
+    pub fn responder_counters(&self) -> Option<rdmacam_protocol::rc::ResponderCounters> {
+        self.soft.as_ref().map(|s| s.counters())
     }
 
     /// Check frames against replayed images ([`HostCore::set_images`]).

@@ -27,8 +27,89 @@ pub struct RoceSocket {
     capture: Option<Capture>,
     tos: u8,
     gso_ok: bool,
+    /// Control-message space for `recvmsg` (the received TOS), kept so receiving allocates
+    /// nothing.
+    cmsg: Vec<u8>,
+    icrc: IcrcCheck,
     /// Packets dropped on purpose (`--loss`).
     pub dropped: u64,
+    /// Received packets discarded for a bad ICRC.
+    pub icrc_drops: u64,
+}
+
+/// Checks the ICRC of RoCEv2 packets received on a UDP socket, which hands over the UDP
+/// payload only: the IP and UDP headers are rebuilt from the addresses, ports and length. All
+/// the fields the ICRC covers are known then (DF set, as RoCEv2 senders send) except the IPv4
+/// identification, which a sender using UDP segmentation offload numbers 0, 1, 2, ... within a
+/// send. The CRC is affine in those bits, so a packet is good when its carried ICRC differs
+/// from the one computed with identification 0 by the contribution of an identification below
+/// [`GSO_MAX_SEGMENTS`]; those contributions depend only on the packet's length and are
+/// cached per length. IPv6 has no such field: its ICRC is checked exactly.
+#[derive(Debug, Default)]
+pub struct IcrcCheck {
+    /// Per CRC-covered length: the contribution of each identification 0..GSO_MAX_SEGMENTS.
+    deltas: std::collections::HashMap<usize, Box<[u32; GSO_MAX_SEGMENTS]>>,
+}
+
+impl IcrcCheck {
+    /// Whether `ib` (BTH to ICRC) arriving from `src` at `dst` carries a good ICRC.
+    pub fn ok(&mut self, src: SocketAddr, dst: SocketAddr, ib: &[u8]) -> bool {
+        use rdmacam_protocol::wire::IpRepr;
+        use rdmacam_protocol::wire::icrc::{ICRC_LEN, Icrc};
+        const BTH: usize = 12;
+        if ib.len() < BTH + ICRC_LEN {
+            return false;
+        }
+        let ip = match (src.ip(), dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d),
+            (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::v6(s, d),
+            _ => return false,
+        };
+        let mut hdr = [0u8; 48];
+        let Ok(hl) = ip.emit_udp_header(&mut hdr, src.port(), dst.port(), ib.len()) else {
+            return false;
+        };
+        let ip_len = hl - 8;
+        let (bth, rest) = ib.split_at(BTH);
+        let (covered, carried) = rest.split_at(rest.len() - ICRC_LEN);
+        let start = if src.is_ipv4() {
+            Icrc::rocev2_ipv4(&hdr[..ip_len], &hdr[ip_len..hl], bth)
+        } else {
+            Icrc::rocev2_ipv6(&hdr[..ip_len], &hdr[ip_len..hl], bth)
+        };
+        let Ok(mut c) = start else {
+            return false;
+        };
+        c.update(covered);
+        let carried = u32::from_le_bytes([carried[0], carried[1], carried[2], carried[3]]);
+        let diff = c.finish() ^ carried;
+        if diff == 0 {
+            return true;
+        }
+        if !src.is_ipv4() {
+            return false;
+        }
+        // the CRC runs over 8 bytes of 0xFF, the IP header (identification at 4..6), UDP,
+        // and the rest up to the ICRC
+        let len = 8 + hl + ib.len() - ICRC_LEN;
+        let deltas = self.deltas.entry(len).or_insert_with(|| {
+            let crc = |ident: u16| {
+                let mut m = vec![0u8; len];
+                m[12..14].copy_from_slice(&ident.to_be_bytes());
+                crc32fast::hash(&m)
+            };
+            let zero = crc(0);
+            let basis: Vec<u32> = (0..6).map(|b| crc(1 << b) ^ zero).collect();
+            let mut d = Box::new([0u32; GSO_MAX_SEGMENTS]);
+            for (id, v) in d.iter_mut().enumerate() {
+                *v = (0..6)
+                    .filter(|b| id & (1 << b) != 0)
+                    .fold(0, |a, b| a ^ basis[b]);
+            }
+            d
+        });
+        deltas[1..].contains(&diff)
+    }
 }
 
 impl std::fmt::Debug for RoceSocket {
@@ -380,6 +461,12 @@ impl RoceSocket {
         if local.is_ipv6() {
             no_check6_rx(&rx)?;
         }
+        // the ECN bits of what arrives (a congested switch's CE mark asks for a CNP)
+        if local.is_ipv6() {
+            set_int(&rx, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
+        } else {
+            set_int(&rx, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        }
         rx.set_nonblocking(true)?;
         let tx_port = tx.local_addr()?.port();
         Ok(RoceSocket {
@@ -393,7 +480,10 @@ impl RoceSocket {
             capture: None,
             tos: 0,
             gso_ok: true,
+            cmsg: nix::cmsg_space!(libc::c_int),
+            icrc: IcrcCheck::default(),
             dropped: 0,
+            icrc_drops: 0,
         })
     }
 
@@ -437,6 +527,20 @@ impl RoceSocket {
         self.tx = tx;
         self.tx_port = port;
         self.set_tos(self.tos)
+    }
+
+    /// Send one RoCEv2 IP packet marked ECN Congestion Experienced, as a congested switch
+    /// would have marked it (a fault on demand); the socket's TOS is restored after.
+    pub fn send_congested(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
+        let tos = self.tos;
+        let (_, _, src_port) = Self::addresses(ip_packet)?;
+        if src_port != self.tx_port {
+            self.rebind_tx(src_port)?;
+        }
+        self.set_tos(tos | 3)?;
+        let r = self.send(ip_packet);
+        self.set_tos(tos)?;
+        r
     }
 
     /// The IPv4 TOS / IPv6 traffic class byte (DSCP << 2 | ECN) of what this socket sends from
@@ -650,6 +754,49 @@ impl RoceSocket {
         Ok((hl, dst, src_port))
     }
 
+    /// A received packet with the ECN bits of its IP header: (source IP, destination IP, ECN,
+    /// the InfiniBand part BTH..ICRC).
+    pub fn recv_ecn<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, u8, &'a [u8])> {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
+        let dst = SocketAddr::new(self.local, self.rx_port);
+        let (n, src, tos) = loop {
+            let mut iov = [std::io::IoSliceMut::new(buf)];
+            let m = recvmsg::<SockaddrStorage>(
+                self.rx.as_raw_fd(),
+                &mut iov,
+                Some(&mut self.cmsg),
+                MsgFlags::MSG_DONTWAIT,
+            )
+            .ok()?;
+            let mut tos = 0u8;
+            for c in m.cmsgs().ok()? {
+                match c {
+                    ControlMessageOwned::Ipv4Tos(t) => tos = t,
+                    ControlMessageOwned::Ipv6TClass(t) => tos = t as u8,
+                    _ => {}
+                }
+            }
+            let src = m.address.and_then(|a: SockaddrStorage| {
+                a.as_sockaddr_in()
+                    .map(|s| SocketAddr::from(std::net::SocketAddrV4::from(*s)))
+                    .or(a
+                        .as_sockaddr_in6()
+                        .map(|s| SocketAddr::from(std::net::SocketAddrV6::from(*s))))
+            })?;
+            let n = m.bytes;
+            if let Some(c) = self.capture.as_mut() {
+                let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, &buf[..n]);
+                c.write(&p, Some(RECONSTRUCTED));
+            }
+            // a packet with a bad ICRC is discarded, as a RoCE NIC does
+            if self.icrc.ok(src, dst, &buf[..n]) {
+                break (n, src, tos);
+            }
+            self.icrc_drops += 1;
+        };
+        Some((src.ip(), self.local, tos & 3, &buf[..n]))
+    }
+
     /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
     pub fn recv<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
         match self.rx.recv_from(buf) {
@@ -671,6 +818,8 @@ pub struct GvcpClient {
     sock: UdpSocket,
     camera: SocketAddrV4,
     req: u16,
+    heartbeat_req: u16,
+    control_lost: bool,
 }
 
 /// A GVCP failure.
@@ -705,7 +854,15 @@ impl GvcpClient {
             sock,
             camera,
             req: 0,
+            heartbeat_req: 0,
+            control_lost: false,
         })
+    }
+
+    /// Whether a heartbeat's answer said this host no longer controls the camera (CCP reads
+    /// without the control bits: the camera rebooted, or took the heartbeat for expired).
+    pub fn control_lost(&self) -> bool {
+        self.control_lost
     }
 
     fn next_req(&mut self) -> u16 {
@@ -763,9 +920,20 @@ impl GvcpClient {
         c.extend_from_slice(&id.to_be_bytes());
         c.extend_from_slice(&0x0a00u32.to_be_bytes());
         let _ = self.sock.send_to(&c, self.camera);
+        // the answers so far (the previous heartbeat's, usually): does CCP still say ours?
         let mut buf = [0u8; 64];
         let _ = self.sock.set_nonblocking(true);
-        while self.sock.recv_from(&mut buf).is_ok() {}
+        while let Ok((n, _)) = self.sock.recv_from(&mut buf) {
+            let word = |at: usize| u16::from_be_bytes([buf[at], buf[at + 1]]);
+            if n >= 12
+                && self.heartbeat_req != 0
+                && (word(0), word(2), word(6)) == (0, 0x0081, self.heartbeat_req)
+                && buf[11] & 0x3 == 0
+            {
+                self.control_lost = true;
+            }
+        }
+        self.heartbeat_req = id;
         let _ = self.sock.set_nonblocking(false);
     }
 }

@@ -98,11 +98,11 @@ fn pump(
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut busy = false;
     for _ in 0..4096 {
-        let Some((src, dst, ib)) = roce.recv(rx) else {
+        let Some((src, dst, ecn, ib)) = roce.recv_ecn(rx) else {
             break;
         };
         busy = true;
-        host.handle_ib(now(), src, dst, 0, ib);
+        host.handle_ib(now(), src, dst, ecn, ib);
     }
     host.handle_timeout(now());
     while let Some(n) = host.poll_transmit(now(), tx) {
@@ -263,6 +263,24 @@ enum Plane {
 }
 
 impl Plane {
+    /// The soft host's RoCE receive counters (zero on verbs).
+    fn host_roce(&self) -> crate::host::HostRoceCounters {
+        match self {
+            Plane::Soft(p) => {
+                let r = p.host.responder_counters().unwrap_or_default();
+                crate::host::HostRoceCounters {
+                    bad_icrc: p.roce.icrc_drops,
+                    out_of_seq_request: r.out_of_seq_request,
+                    duplicate_request: r.duplicate_request,
+                    ecn_marked: r.ecn_marked,
+                    cnps_sent: r.cnps_sent,
+                }
+            }
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => crate::host::HostRoceCounters::default(),
+        }
+    }
+
     fn qp_numbers(&self) -> (u32, u32) {
         match self {
             Plane::Soft(p) => p.host.qp_numbers(),
@@ -427,6 +445,7 @@ fn add(total: Option<Summary>, s: Summary, reconnects: u32, frames: Option<u64>)
         seconds,
         frames_with_chunks: t.frames_with_chunks + s.frames_with_chunks,
         reconnects,
+        host_roce: t.host_roce.sum(s.host_roce),
     }
 }
 
@@ -681,6 +700,12 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             if let Some(why) = plane.transport_error() {
                 bail!("{why} ({seen} frames so far)");
             }
+            if gvcp.control_lost() {
+                bail!(
+                    "the camera dropped this host's control ({seen} frames so far): it rebooted, \
+                     or did not hear the heartbeat in time"
+                );
+            }
             if !stopping
                 && (stop.load(Ordering::SeqCst) || o.duration.is_some_and(|d| start.elapsed() >= d))
             {
@@ -740,6 +765,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
             seconds,
             frames_with_chunks: s.chunk_frames,
             reconnects: 0,
+            host_roce: plane.host_roce(),
         };
         return Err(anyhow::Error::new(StreamFailed { summary, cause }));
     }
@@ -794,6 +820,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         seconds,
         frames_with_chunks: s.chunk_frames,
         reconnects: 0,
+        host_roce: plane.host_roce(),
     })
 }
 
@@ -828,6 +855,20 @@ impl Summary {
             self.gbit_per_s,
             self.seconds,
             self.retransmitted_packets
-        )
+        ) + &{
+            let h = self.host_roce;
+            if h == crate::host::HostRoceCounters::default() {
+                String::new()
+            } else {
+                format!(
+                    "; host: {} bad ICRC, {} out of sequence, {} duplicates, {} ECN marked, {} CNPs sent",
+                    h.bad_icrc,
+                    h.out_of_seq_request,
+                    h.duplicate_request,
+                    h.ecn_marked,
+                    h.cnps_sent
+                )
+            }
+        }
     }
 }

@@ -364,9 +364,24 @@ fn aravis_extended_id_packetresend_is_understood() {
         .split_whitespace()
         .map(|b| u8::from_str_radix(b, 16).unwrap())
         .collect();
-    // packet 0xb6 is beyond this small frame: counted unavailable, nothing sent
+    // packet 0xb6 is beyond this small frame: counted unavailable, and answered so: a
+    // header-only packet of status PACKET_UNAVAILABLE (aravis then stops asking for the frame)
     assert!(ask(&mut d, 60, SocketAddrV4::new(*HOST_A.ip(), 0xdf97), &bytes).is_none());
     assert_eq!(d.stream_counters().resend_unavailable, 1);
+    let p = d
+        .poll_stream(Instant::from_millis(60), &mut src, &mut buf)
+        .unwrap();
+    let (h, header_len) = Header::parse(&buf[..p.len]).unwrap();
+    assert_eq!(
+        (
+            h.status,
+            h.extended,
+            h.block_id,
+            h.packet_id,
+            p.len - header_len
+        ),
+        (0x800C, true, 1, 0xb6, 0)
+    );
     // the same request for packet 2 is served with the resend flag
     let mut req = bytes.clone();
     req[15] = 2;
@@ -624,4 +639,105 @@ fn timestamp_latch_and_reset() {
         read(&mut d, 9, HOST_A, regs::TICK_FREQ_LOW).1,
         1_000_000_000
     );
+}
+
+/// Stream until `frames` frames have left or 2 s of device time pass; the block ids sent.
+fn stream_blocks(d: &mut Device, t: &mut Instant, frames: u64) -> Vec<u64> {
+    let mut src = SyntheticSource::new(3);
+    let mut buf = [0u8; 9000];
+    let mut blocks = Vec::new();
+    let end = *t + core::time::Duration::from_secs(2);
+    while d.stream_counters().frames_sent < frames && *t < end {
+        *t = (*t).max(d.poll_timeout().unwrap_or(*t));
+        while let Some(p) = d.poll_stream(*t, &mut src, &mut buf) {
+            let (h, _) = Header::parse(&buf[..p.len]).unwrap();
+            if h.packet_id == 0 {
+                blocks.push(h.block_id);
+            }
+        }
+        *t = *t + core::time::Duration::from_micros(100);
+    }
+    blocks
+}
+
+#[test]
+fn fault_injection_over_gvcp_drops_frames_and_refuses_resends() {
+    use rdmacam_protocol::device::faults::FaultKind;
+    let mut d = device();
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    write(&mut d, 0, HOST_A, regs::SCDA0, u32::from(*HOST_A.ip()));
+    write(&mut d, 0, HOST_A, regs::SCP0, 60000);
+    // a bystander injects nothing
+    assert_eq!(write(&mut d, 1, HOST_B, regs::FAULT_INJECT, 1), 0x8006);
+    // FrameDrop x2: blocks 1 and 2 are captured and never sent
+    write(
+        &mut d,
+        1,
+        HOST_A,
+        regs::FAULT_SELECTOR,
+        FaultKind::FrameDrop as u32,
+    );
+    write(&mut d, 1, HOST_A, regs::FAULT_COUNT, 2);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::FAULT_INJECT, 1), 0);
+    assert_eq!(
+        read(
+            &mut d,
+            1,
+            HOST_A,
+            regs::FAULT_INJECTED + 4 * FaultKind::FrameDrop as u32
+        ),
+        (0, 0),
+        "counted when it happens"
+    );
+    write(&mut d, 2, HOST_A, regs::ACQUISITION_COMMAND, 1);
+    let mut t = Instant::from_millis(2);
+    assert_eq!(stream_blocks(&mut d, &mut t, 2), vec![3, 4]);
+    assert_eq!(
+        read(
+            &mut d,
+            5,
+            HOST_A,
+            regs::FAULT_INJECTED + 4 * FaultKind::FrameDrop as u32
+        ),
+        (0, 2)
+    );
+    // ResendUnavailable x1: the next request gets PACKET_UNAVAILABLE, the one after a resend
+    write(&mut d, 5, HOST_A, regs::ACQUISITION_COMMAND, 0);
+    write(
+        &mut d,
+        5,
+        HOST_A,
+        regs::FAULT_SELECTOR,
+        FaultKind::ResendUnavailable as u32,
+    );
+    write(&mut d, 5, HOST_A, regs::FAULT_COUNT, 1);
+    assert_eq!(write(&mut d, 5, HOST_A, regs::FAULT_INJECT, 1), 0);
+    let resend = cmd(0x40, 9, &words(&[4, 1, 1]));
+    let mut src = SyntheticSource::new(3);
+    let mut buf = [0u8; 9000];
+    let mut statuses = Vec::new();
+    for now in [3000u64, 3001] {
+        ask(&mut d, now, HOST_A, &resend);
+        let t = Instant::from_millis(now).max(d.poll_timeout().unwrap());
+        let p = d.poll_stream(t, &mut src, &mut buf).unwrap();
+        statuses.push(Header::parse(&buf[..p.len]).unwrap().0.status);
+    }
+    assert_eq!(statuses, vec![0x800C, 0x0100]);
+    // a wire fault needs an I/O layer that carries it out: refused NOT_IMPLEMENTED here
+    write(
+        &mut d,
+        6,
+        HOST_A,
+        regs::FAULT_SELECTOR,
+        FaultKind::Stall as u32,
+    );
+    assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_INJECT, 1), 0x8001);
+    d.faults().set_io(true);
+    write(&mut d, 6, HOST_A, regs::FAULT_DURATION, 250);
+    assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_INJECT, 1), 0);
+    let r = d.faults().poll_request().unwrap();
+    assert_eq!((r.kind, r.duration_ms), (FaultKind::Stall, 250));
+    // out of range
+    assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_SELECTOR, 10), 0x8002);
+    assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_DURATION, 0), 0x8002);
 }

@@ -10,6 +10,7 @@ pub mod acquisition;
 pub mod actions;
 pub mod chunks;
 pub mod events;
+pub mod faults;
 pub mod features;
 pub mod pattern;
 pub mod regs;
@@ -247,6 +248,7 @@ pub struct Device {
     clock: Clock,
     /// The latest time the I/O layer gave (for events raised where no time is passed).
     last_now: Instant,
+    faults: faults::Faults,
     ip: Ipv4Addr,
     netmask: Ipv4Addr,
     gateway: Ipv4Addr,
@@ -347,6 +349,8 @@ impl Device {
                     );
                 }
                 set(regs::CHUNK_ENABLE, 1); // the image is always in
+                set(regs::FAULT_COUNT, 1);
+                set(regs::FAULT_DURATION, 1000);
                 cam
             },
             acq: Acquisition::default(),
@@ -365,6 +369,7 @@ impl Device {
             last_ack: None,
             clock: Clock::new(cfg.tick_offset),
             last_now: Instant::ZERO,
+            faults: faults::Faults::new(cfg.entropy),
             cfg,
         }
     }
@@ -713,7 +718,11 @@ impl Device {
             self.counters.errors += 1;
             return;
         }
-        self.channel.request_resend(block, first, last);
+        if self.faults.refuse_resend() {
+            self.channel.refuse_resend(block, first, last);
+        } else {
+            self.channel.request_resend(block, first, last);
+        }
     }
 
     // ---------------------------------------------------------------- registers
@@ -809,6 +818,12 @@ impl Device {
             }
             regs::CHUNK_LAYOUT_ID => self.chunks(0).layout_id(self.frame_spec().payload_size()),
             regs::FRAME_TRIGGER_MISSED => self.acq.missed(),
+            a if (regs::FAULT_INJECTED..regs::FAULT_INJECTED + 4 * faults::KINDS as u32)
+                .contains(&a) =>
+            {
+                let n = self.faults.injected()[((a - regs::FAULT_INJECTED) / 4) as usize];
+                u32::try_from(n).unwrap_or(u32::MAX)
+            }
             regs::ACQUISITION_COMMAND => u32::from(self.acq.running()),
             regs::SENSOR_WIDTH => self.cfg.sensor_width,
             regs::SENSOR_HEIGHT => self.cfg.sensor_height,
@@ -1004,6 +1019,17 @@ impl Device {
                 self.stop_acquisition(now);
             }
             regs::ACQUISITION_COMMAND => self.stop_acquisition(now),
+            regs::FAULT_INJECT => self
+                .faults
+                .inject(
+                    self.cam(regs::FAULT_SELECTOR),
+                    self.cam(regs::FAULT_COUNT),
+                    self.cam(regs::FAULT_DURATION),
+                )
+                .map_err(|e| match e {
+                    faults::InjectError::NotSupported => status::NOT_IMPLEMENTED,
+                    faults::InjectError::Busy => status::BUSY,
+                })?,
             _ if trigger_software.is_some() => {
                 let selector = trigger_software.unwrap_or(0);
                 if self.trigger_armed(selector, source::SOFTWARE) {
@@ -1310,6 +1336,14 @@ impl Device {
         {
             let mut cfg = self.channel_config();
             let frame = self.capture(src, e, self.channel.next_block_id(cfg.extended));
+            if self.faults.drop_frame() {
+                // captured, never sent: the host sees the block id skipped
+                self.channel.skip_block(cfg.extended);
+                if self.frame_taken(now, e) {
+                    self.stop_acquisition(now);
+                }
+                return None;
+            }
             if self.acq.frames() == 0 && self.cfg.first_frame_mbps > 0 {
                 cfg.link_bps = cfg
                     .link_bps
@@ -1322,6 +1356,17 @@ impl Device {
         }
         let dst = (self.scda, self.scp_port);
         self.channel.poll_transmit(now, src, dst, buf)
+    }
+
+    /// Fault injection: rules from the command line, requests from hosts (FaultInject) for the
+    /// I/O layer, counters.
+    pub fn faults(&mut self) -> &mut faults::Faults {
+        &mut self.faults
+    }
+
+    /// Faults injected so far, by kind.
+    pub fn faults_injected(&self) -> [u64; faults::KINDS] {
+        self.faults.injected()
     }
 
     /// The ORSP channel (the transport feeds it completions and host messages, and posts its
@@ -1354,6 +1399,14 @@ impl Device {
         }
         let e = self.acq.due(now, self.timing())?;
         let frame = self.capture(src, e, self.orsp.next_block_id());
+        if self.faults.drop_frame() {
+            // captured, never sent: the next LEADER flags the gap
+            self.orsp.skip_frame();
+            if self.frame_taken(now, e) {
+                self.stop_acquisition(now);
+            }
+            return None;
+        }
         // The last frame of SingleFrame/MultiFrame still goes out: stop once it is handed over.
         self.stop_after_frame = self.frame_taken(now, e);
         Some(frame)

@@ -132,6 +132,13 @@ pub const EVENT_SELECTOR: u32 = 0x1_F0D0;
 pub const EVENT_NOTIFICATION: u32 = 0x1_F140;
 // Actions.
 pub const ACTION_SELECTOR: u32 = 0x1_F0E0;
+// Fault injection (rdmacam's own).
+pub const FAULT_SELECTOR: u32 = 0x1_F180;
+pub const FAULT_COUNT: u32 = 0x1_F184;
+pub const FAULT_DURATION: u32 = 0x1_F188;
+pub const FAULT_INJECT: u32 = 0x1_F18C;
+/// FaultInjectedCount of FaultSelector value n at `FAULT_INJECTED + 4 * n`.
+pub const FAULT_INJECTED: u32 = 0x1_F1C0;
 pub const CAM_END: u32 = 0x1_F200;
 
 /// Where the GenICam XML lives in device memory.

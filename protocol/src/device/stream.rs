@@ -14,6 +14,17 @@ use crate::rc::Instant;
 /// Frames kept for packet resend.
 pub const RESEND_RING: usize = 8;
 const RESEND_QUEUE: usize = 16;
+/// PACKET_UNAVAILABLE answers waiting to go.
+const UNAVAILABLE_QUEUE: usize = 16;
+
+/// A resend the camera cannot serve, answered with a header-only GVSP packet of status
+/// PACKET_UNAVAILABLE so the host stops asking (aravis then gives up on the frame at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unavailable {
+    block_id: u64,
+    extended: bool,
+    packet_id: u32,
+}
 
 /// Where and how a frame was sent, so any of its packets can be rebuilt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +109,7 @@ pub struct GvspChannel {
     current: Option<(Block, u32, ChannelConfig)>,
     ring: Deque<Block, RESEND_RING>,
     resends: Deque<Resend, RESEND_QUEUE>,
+    unavailable: Deque<Unavailable, UNAVAILABLE_QUEUE>,
     next_block: u64,
     next_packet_at: Instant,
     test_packet: Option<ChannelConfig>,
@@ -118,6 +130,7 @@ impl GvspChannel {
             current: None,
             ring: Deque::new(),
             resends: Deque::new(),
+            unavailable: Deque::new(),
             next_block: 1,
             next_packet_at: Instant::ZERO,
             test_packet: None,
@@ -145,7 +158,10 @@ impl GvspChannel {
 
     /// Whether something (a frame's packets, resends, a test packet) is waiting to go.
     pub fn has_pending(&self) -> bool {
-        self.current.is_some() || !self.resends.is_empty() || self.test_packet.is_some()
+        self.current.is_some()
+            || !self.resends.is_empty()
+            || !self.unavailable.is_empty()
+            || self.test_packet.is_some()
     }
 
     /// Earliest time the next packet may leave (inter-packet delay).
@@ -157,6 +173,7 @@ impl GvspChannel {
     pub fn reset(&mut self) {
         self.current = None;
         self.resends.clear();
+        self.unavailable.clear();
         self.ring.clear();
     }
 
@@ -175,6 +192,11 @@ impl GvspChannel {
                 b => b,
             }
         }
+    }
+
+    /// Give the next block id to no frame (a frame dropped at the camera): the host sees the gap.
+    pub fn skip_block(&mut self, extended: bool) {
+        self.next_block = self.next_block_id(extended) + 1;
     }
 
     /// Start sending `frame` with `cfg`. Returns its block id.
@@ -224,11 +246,43 @@ impl GvspChannel {
                     last: last.min(block.last_packet_id()),
                 };
                 if self.resends.push_back(r).is_err() {
-                    self.counters.resend_unavailable += 1;
+                    self.refuse(block_id, block.extended, first);
                 }
             }
-            _ => self.counters.resend_unavailable += 1,
+            // a block that left the ring: its extended-ID mode is the newest block's
+            _ => {
+                let extended = self
+                    .current
+                    .as_ref()
+                    .map(|(b, _, _)| b.extended)
+                    .or(self.ring.back().map(|b| b.extended))
+                    .unwrap_or(false);
+                self.refuse(block_id, extended, first)
+            }
         }
+    }
+
+    /// Answer a resend request for packets `first..=last` of `block_id` PACKET_UNAVAILABLE,
+    /// whether or not the block is still held (a fault on demand).
+    pub fn refuse_resend(&mut self, block_id: u64, first: u32, _last: u32) {
+        self.counters.resend_requests += 1;
+        let extended = self
+            .ring
+            .iter()
+            .chain(self.current.as_ref().map(|(b, _, _)| b))
+            .next_back()
+            .is_some_and(|b| b.extended);
+        self.refuse(block_id, extended, first);
+    }
+
+    fn refuse(&mut self, block_id: u64, extended: bool, packet_id: u32) {
+        self.counters.resend_unavailable += 1;
+        // one answer per request; when many wait, the host's own timeout covers the rest
+        let _ = self.unavailable.push_back(Unavailable {
+            block_id,
+            extended,
+            packet_id,
+        });
     }
 
     /// Schedule the next packet after one of `len` bytes: the inter-packet delay (SCPD), and the
@@ -267,6 +321,28 @@ impl GvspChannel {
             self.counters.test_packets += 1;
             return Some(StreamPacket {
                 len: n,
+                dst_ip: dst.0,
+                dst_port: dst.1,
+            });
+        }
+        if let Some(u) = self.unavailable.pop_front() {
+            let header = Header {
+                status: status::PACKET_UNAVAILABLE,
+                flags: 0,
+                extended: u.extended,
+                format: if u.packet_id == 0 {
+                    Format::Leader
+                } else {
+                    Format::Payload
+                },
+                block_id: u.block_id,
+                packet_id: u.packet_id,
+            };
+            let len = header.emit(buf).ok()?;
+            self.counters.packets_sent += 1;
+            self.pace(now, len, 0, self.link_bps);
+            return Some(StreamPacket {
+                len,
                 dst_ip: dst.0,
                 dst_port: dst.1,
             });

@@ -602,6 +602,14 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.block_id + 1
     }
 
+    /// Skip a frame the camera dropped before sending it (a fault on demand): its block id is
+    /// used up and counted dropped, and the next LEADER says a frame was dropped before it.
+    pub fn skip_frame(&mut self) {
+        self.block_id += 1;
+        self.counters.frames_dropped += 1;
+        self.previous_dropped = true;
+    }
+
     /// Send `frame`, whose bytes the caller keeps at payload handle `frame_handle` until the
     /// handle comes back from [`Self::poll_released_frame`] (when the TRAILER completed).
     pub fn send_frame(&mut self, frame: &Frame, frame_handle: u32) -> FrameOutcome {

@@ -18,6 +18,7 @@ pub mod analog;
 pub mod chunks;
 pub mod device;
 pub mod events;
+pub mod faults;
 pub mod image;
 pub mod orsp;
 pub mod timestamps;
@@ -481,6 +482,11 @@ pub const CATEGORIES: &[Category] = &[
         parent: Some("TransportLayerControl"),
         standard: false,
     },
+    Category {
+        name: "FaultInjection",
+        parent: Some("Root"),
+        standard: false,
+    },
 ];
 
 const fn std_entry(name: &'static str, value: u32) -> Entry {
@@ -597,6 +603,7 @@ pub const TABLES: &[&[Feature]] = &[
     timestamps::FEATURES,
     transport::FEATURES,
     orsp::FEATURES,
+    faults::FEATURES,
 ];
 
 /// Every feature the camera has.

@@ -1,0 +1,680 @@
+//! `--fault`: faults on demand, from the command line or from a host (FaultInject).
+//!
+//! The grammar (docs/virtual-camera.md, "Faults on demand"):
+//!
+//! ```text
+//! --fault [camN:]KIND[:KEY=VALUE[,KEY=VALUE]...]
+//!
+//! loss | reorder | duplicate | corrupt | ecn    p=P or every=N     stream packets
+//! drop-frame                                    p=P or every=N     frames
+//! resend-unavailable                            p=P or every=N     resend requests (default: all)
+//! stall | silence | reboot                      for=T, at=T[, every=T]
+//! ```
+//!
+//! `p` is a probability (0..1], `every=N` hits the Nth, 2Nth, ... thing; times take `ms` or
+//! `s` (`250ms`, `2s`, `1.5s`) and count from the camera's start. `camN:` applies the fault to
+//! the Nth camera of `--cameras`/`--ip`/`--rig` only (from 1); without it, to every camera.
+//!
+//! Packet faults hit what the camera streams: GVSP datagrams, or RoCEv2 request packets (RDMA
+//! WRITE and SEND; `ecn` only these). `corrupt` flips payload bytes of a GVSP payload packet
+//! (no checksum catches it: the host gets wrong pixels) or the ICRC of a RoCEv2 packet (the
+//! receiver must discard it; the RC transport then resends it).
+//!
+//! The engine here decides; `run.rs` carries it out. Decisions by `p` and `every` draw from
+//! `--seed` and so repeat exactly for the same sequence of packets; which packet is the Nth
+//! depends on what the host asks for (resends, reconnects), so counts repeat exactly only when
+//! the host behaves the same (see the README on `--seed`).
+
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use rdmacam_protocol::device::faults::{FaultKind, FaultRequest, KINDS, Rng, Rule};
+use serde::Serialize;
+
+/// One `--fault` option.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultSpec {
+    /// The camera it applies to (index from 0); `None` = all.
+    pub camera: Option<usize>,
+    /// What.
+    pub kind: FaultKind,
+    /// When (packet, frame and request faults).
+    pub rule: Rule,
+    /// When and how long (stall, silence, reboot).
+    pub timed: Option<Timed>,
+}
+
+/// A fault that lasts a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timed {
+    /// First start, from the camera's start.
+    pub at: Duration,
+    /// How long.
+    pub duration: Duration,
+    /// Again this long after each start.
+    pub every: Option<Duration>,
+}
+
+fn parse_time(s: &str) -> Result<Duration> {
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        bail!("time {s:?} needs a unit: 250ms or 2s");
+    };
+    let v: f64 = num
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .with_context(|| format!("bad time {s:?}"))?;
+    if v * scale > 86_400.0 {
+        bail!("time {s:?} is more than a day");
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+impl std::str::FromStr for FaultSpec {
+    type Err = anyhow::Error;
+
+    fn from_str(spec: &str) -> Result<Self> {
+        let what = || format!("--fault {spec:?}");
+        let mut rest = spec.trim();
+        let mut camera = None;
+        if let Some(after) = rest.strip_prefix("cam")
+            && let Some((n, tail)) = after.split_once(':')
+            && n.chars().all(|c| c.is_ascii_digit())
+        {
+            let n: usize = n.parse().with_context(what)?;
+            if n == 0 {
+                bail!("{}: cameras count from cam1", what());
+            }
+            camera = Some(n - 1);
+            rest = tail;
+        }
+        let (name, params) = rest.split_once(':').unwrap_or((rest, ""));
+        let kind = FaultKind::ALL
+            .into_iter()
+            .find(|k| k.cli_name() == name)
+            .with_context(|| {
+                let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.cli_name()).collect();
+                format!(
+                    "{}: unknown fault {name:?}; one of {}",
+                    what(),
+                    names.join(", ")
+                )
+            })?;
+        let mut keys: Vec<(&str, &str)> = Vec::new();
+        for kv in params.split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .with_context(|| format!("{}: {kv:?} is not KEY=VALUE", what()))?;
+            let allowed: &[&str] = if kind.timed() {
+                &["for", "at", "every"]
+            } else {
+                &["p", "every"]
+            };
+            if !allowed.contains(&k) {
+                bail!(
+                    "{}: {k:?} does not apply to {name}; it takes {}",
+                    what(),
+                    if kind.timed() {
+                        "for=T, at=T and every=T"
+                    } else {
+                        "p=P or every=N"
+                    }
+                );
+            }
+            if keys.iter().any(|(seen, _)| *seen == k) {
+                bail!("{}: {k} given twice", what());
+            }
+            keys.push((k, v));
+        }
+        let get = |k: &str| keys.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        if kind.timed() {
+            let time = |k: &str| get(k).map(parse_time).transpose().with_context(what);
+            let duration = time("for")?
+                .filter(|d| !d.is_zero())
+                .with_context(|| format!("{}: say how long, for=T (e.g. for=500ms)", what()))?;
+            let at =
+                time("at")?.with_context(|| format!("{}: say when, at=T (e.g. at=2s)", what()))?;
+            let every = time("every")?;
+            if every.is_some_and(|e| e <= duration) {
+                bail!("{}: every must be longer than for", what());
+            }
+            return Ok(FaultSpec {
+                camera,
+                kind,
+                rule: Rule::Off,
+                timed: Some(Timed {
+                    at,
+                    duration,
+                    every,
+                }),
+            });
+        }
+        let rule = match (get("p"), get("every")) {
+            (Some(_), Some(_)) => bail!("{}: give p or every, not both", what()),
+            (Some(x), None) => {
+                let x: f64 = x
+                    .parse()
+                    .ok()
+                    .filter(|x| *x > 0.0 && *x <= 1.0)
+                    .with_context(|| format!("{}: p must be more than 0 and at most 1", what()))?;
+                Rule::chance(x)
+            }
+            (None, Some(n)) => Rule::Every(
+                n.parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .with_context(|| format!("{}: every takes a count of 1 or more", what()))?,
+            ),
+            (None, None) if kind == FaultKind::ResendUnavailable => Rule::Every(1),
+            (None, None) => bail!("{}: say how often, p=P or every=N", what()),
+        };
+        Ok(FaultSpec {
+            camera,
+            kind,
+            rule,
+            timed: None,
+        })
+    }
+}
+
+/// What to do with one outgoing stream packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Verdict {
+    /// Not sent at all.
+    pub drop: bool,
+    /// Held back and sent after the next packet.
+    pub hold: bool,
+    /// Sent twice.
+    pub duplicate: bool,
+    /// Its bytes are to be damaged ([`corrupt_gvsp`], [`corrupt_icrc`]).
+    pub corrupt: bool,
+    /// Marked ECN Congestion Experienced (RoCEv2).
+    pub ecn: bool,
+}
+
+/// Counters of one camera's faults, for the summary.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Stream packets not sent.
+    pub loss: u64,
+    /// Stream packets sent after the next one.
+    pub reorder: u64,
+    /// Stream packets sent twice.
+    pub duplicate: u64,
+    /// Frames captured and not sent.
+    pub drop_frame: u64,
+    /// Packets with damaged payload (GVSP) or ICRC (RoCEv2).
+    pub corrupt: u64,
+    /// Stream stalls.
+    pub stall: u64,
+    /// Silences (nothing in or out).
+    pub silence: u64,
+    /// Reboots.
+    pub reboot: u64,
+    /// Resend requests answered PACKET_UNAVAILABLE.
+    pub resend_unavailable: u64,
+    /// RoCEv2 packets marked Congestion Experienced.
+    pub ecn: u64,
+}
+
+impl FaultCounts {
+    /// From counts by kind.
+    pub fn from_array(a: [u64; KINDS]) -> Self {
+        let k = |f: FaultKind| a[f as usize];
+        FaultCounts {
+            loss: k(FaultKind::Loss),
+            reorder: k(FaultKind::Reorder),
+            duplicate: k(FaultKind::Duplicate),
+            drop_frame: k(FaultKind::FrameDrop),
+            corrupt: k(FaultKind::Corrupt),
+            stall: k(FaultKind::Stall),
+            silence: k(FaultKind::Silence),
+            reboot: k(FaultKind::Reboot),
+            resend_unavailable: k(FaultKind::ResendUnavailable),
+            ecn: k(FaultKind::Ecn),
+        }
+    }
+
+    /// `kind=count` for the kinds that happened, or "none".
+    pub fn line(&self) -> String {
+        let a = [
+            self.loss,
+            self.reorder,
+            self.duplicate,
+            self.drop_frame,
+            self.corrupt,
+            self.stall,
+            self.silence,
+            self.reboot,
+            self.resend_unavailable,
+            self.ecn,
+        ];
+        let parts: Vec<String> = FaultKind::ALL
+            .iter()
+            .zip(a)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{}={n}", k.cli_name()))
+            .collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// A timed fault's state.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    kind: FaultKind,
+    next: Option<Duration>,
+    duration: Duration,
+    every: Option<Duration>,
+}
+
+/// What the run loop must do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tick {
+    /// A reboot's silence ended: build the camera afresh.
+    pub reboot_now: bool,
+}
+
+/// One camera's fault engine: the rules of its `--fault` options, the requests hosts made
+/// (FaultInject), timed windows, and what was injected on the wire.
+#[derive(Debug)]
+pub struct FaultEngine {
+    rules: [Rule; KINDS],
+    seen: [u64; KINDS],
+    pending: [u64; KINDS],
+    rng: Rng,
+    schedules: Vec<Schedule>,
+    t0: StdInstant,
+    stall_until: Option<StdInstant>,
+    silent_until: Option<StdInstant>,
+    reboot_at: Option<StdInstant>,
+    /// Wire faults injected (the device counts its own).
+    wire: [u64; KINDS],
+}
+
+impl FaultEngine {
+    /// The engine of camera `index` from every `--fault` option, seeded from `seed`.
+    pub fn new(specs: &[FaultSpec], index: usize, seed: u64) -> Self {
+        let mut rules = [Rule::Off; KINDS];
+        let mut schedules = Vec::new();
+        for s in specs.iter().filter(|s| s.camera.is_none_or(|c| c == index)) {
+            match s.timed {
+                Some(t) => schedules.push(Schedule {
+                    kind: s.kind,
+                    next: Some(t.at),
+                    duration: t.duration,
+                    every: t.every,
+                }),
+                None => rules[s.kind as usize] = s.rule,
+            }
+        }
+        FaultEngine {
+            rules,
+            seen: [0; KINDS],
+            pending: [0; KINDS],
+            rng: Rng::new(seed ^ 0xfa17 ^ (index as u64) << 32),
+            schedules,
+            t0: StdInstant::now(),
+            stall_until: None,
+            silent_until: None,
+            reboot_at: None,
+            wire: [0; KINDS],
+        }
+    }
+
+    /// The rule for a fault the device carries out itself (drop-frame, resend-unavailable).
+    pub fn rule(&self, kind: FaultKind) -> Rule {
+        self.rules[kind as usize]
+    }
+
+    /// Whether any RoCEv2 packet fault may happen (then packets leave one by one, not in
+    /// UDP GSO runs, so each can be treated on its own).
+    pub fn packet_faults(&self) -> bool {
+        [
+            FaultKind::Loss,
+            FaultKind::Reorder,
+            FaultKind::Duplicate,
+            FaultKind::Corrupt,
+            FaultKind::Ecn,
+        ]
+        .iter()
+        .any(|&k| self.rules[k as usize] != Rule::Off || self.pending[k as usize] > 0)
+    }
+
+    /// A host's FaultInject, to carry out from now on. Returns the kind for logging.
+    pub fn request(&mut self, now: StdInstant, r: FaultRequest) -> FaultKind {
+        let d = Duration::from_millis(u64::from(r.duration_ms));
+        match r.kind {
+            FaultKind::Stall => self.start(now, FaultKind::Stall, d),
+            FaultKind::Silence => self.start(now, FaultKind::Silence, d),
+            FaultKind::Reboot => self.start(now, FaultKind::Reboot, d),
+            k => self.pending[k as usize] += u64::from(r.count),
+        }
+        r.kind
+    }
+
+    fn start(&mut self, now: StdInstant, kind: FaultKind, d: Duration) {
+        let until = now + d;
+        let slot = match kind {
+            FaultKind::Stall => &mut self.stall_until,
+            FaultKind::Silence => &mut self.silent_until,
+            _ => {
+                // silent until it is back, then new
+                self.reboot_at = Some(self.reboot_at.map_or(until, |t| t.max(until)));
+                &mut self.silent_until
+            }
+        };
+        *slot = Some(slot.map_or(until, |t| t.max(until)));
+        self.wire[kind as usize] += 1;
+    }
+
+    /// Start and end timed faults due at `now`.
+    pub fn tick(&mut self, now: StdInstant) -> Tick {
+        let since = now.saturating_duration_since(self.t0);
+        let mut due = Vec::new();
+        for s in &mut self.schedules {
+            if let Some(at) = s.next
+                && since >= at
+            {
+                due.push((s.kind, s.duration));
+                s.next = s.every.map(|e| at + e);
+            }
+        }
+        for (k, d) in due {
+            self.start(now, k, d);
+        }
+        if self.stall_until.is_some_and(|t| now >= t) {
+            self.stall_until = None;
+        }
+        if self.silent_until.is_some_and(|t| now >= t) {
+            self.silent_until = None;
+        }
+        let reboot_now = self.reboot_at.is_some_and(|t| now >= t);
+        if reboot_now {
+            self.reboot_at = None;
+        }
+        Tick { reboot_now }
+    }
+
+    /// Nothing in or out (silence, or a reboot under way).
+    pub fn silent(&self) -> bool {
+        self.silent_until.is_some()
+    }
+
+    /// The stream may not send (a stall, or silence).
+    pub fn stalled(&self) -> bool {
+        self.stall_until.is_some() || self.silent()
+    }
+
+    /// When the current window ends (to sleep no longer than that).
+    pub fn next_change(&self, now: StdInstant) -> Option<Duration> {
+        let since = now.saturating_duration_since(self.t0);
+        [self.stall_until, self.silent_until, self.reboot_at]
+            .into_iter()
+            .flatten()
+            .map(|t| t.saturating_duration_since(now))
+            .chain(
+                self.schedules
+                    .iter()
+                    .filter_map(|s| s.next)
+                    .map(|at| at.saturating_sub(since)),
+            )
+            .min()
+    }
+
+    fn hit(&mut self, kind: FaultKind) -> bool {
+        let k = kind as usize;
+        if self.pending[k] > 0 {
+            self.pending[k] -= 1;
+            return true;
+        }
+        if self.rules[k] == Rule::Off {
+            return false;
+        }
+        self.seen[k] += 1;
+        self.rules[k].hits(self.seen[k], &mut self.rng)
+    }
+
+    /// Decide the fate of one outgoing stream packet: `corruptible` says whether it is one a
+    /// corruption may hit (a GVSP payload packet, a RoCEv2 request), `ecn_capable` whether it
+    /// can carry an ECN mark. The caller damages it when the verdict says `corrupt`.
+    pub fn packet(&mut self, corruptible: bool, ecn_capable: bool) -> Verdict {
+        let mut v = Verdict {
+            drop: false,
+            hold: false,
+            duplicate: false,
+            corrupt: false,
+            ecn: false,
+        };
+        if self.hit(FaultKind::Loss) {
+            v.drop = true;
+            self.wire[FaultKind::Loss as usize] += 1;
+            return v;
+        }
+        if corruptible && self.hit(FaultKind::Corrupt) {
+            v.corrupt = true;
+            self.wire[FaultKind::Corrupt as usize] += 1;
+        }
+        if ecn_capable && self.hit(FaultKind::Ecn) {
+            v.ecn = true;
+            self.wire[FaultKind::Ecn as usize] += 1;
+        }
+        if self.hit(FaultKind::Duplicate) {
+            v.duplicate = true;
+            self.wire[FaultKind::Duplicate as usize] += 1;
+        }
+        if self.hit(FaultKind::Reorder) {
+            v.hold = true;
+            self.wire[FaultKind::Reorder as usize] += 1;
+        }
+        v
+    }
+
+    /// Wire faults injected so far, by kind.
+    pub fn wire_counts(&self) -> [u64; KINDS] {
+        self.wire
+    }
+}
+
+/// Where a GVSP payload packet's data starts (a standard or extended-ID header); `None` for
+/// other packets (leader, trailer, status-only answers).
+pub fn gvsp_payload_at(packet: &[u8]) -> Option<usize> {
+    use rdmacam_protocol::gev::gvsp::{Format, Header};
+    let (h, header_len) = Header::parse(packet).ok()?;
+    (h.format == Format::Payload && packet.len() > header_len).then_some(header_len)
+}
+
+/// Flip the first 16 data bytes of a GVSP payload packet; false for other packets.
+pub fn corrupt_gvsp(packet: &mut [u8]) -> bool {
+    let Some(at) = gvsp_payload_at(packet) else {
+        return false;
+    };
+    for b in packet[at..].iter_mut().take(16) {
+        *b ^= 0xff;
+    }
+    true
+}
+
+/// The BTH opcode of a RoCEv2 IP packet (IPv4 or IPv6), if it is one.
+pub fn roce_opcode(ip_packet: &[u8]) -> Option<u8> {
+    let hl = match ip_packet.first()? >> 4 {
+        4 => usize::from(ip_packet[0] & 0x0f) * 4,
+        6 => 40,
+        _ => return None,
+    };
+    ip_packet.get(hl + 8).copied()
+}
+
+/// Whether a RoCEv2 IP packet is an RC request the camera streams (RDMA WRITE or SEND), not
+/// an acknowledgement or a connection-manager datagram.
+pub fn is_rc_request(ip_packet: &[u8]) -> bool {
+    roce_opcode(ip_packet).is_some_and(|op| op < 0x10)
+}
+
+/// Damage a RoCEv2 request's ICRC (its last byte): a receiver must discard it.
+pub fn corrupt_icrc(ip_packet: &mut [u8]) -> bool {
+    if !is_rc_request(ip_packet) {
+        return false;
+    }
+    match ip_packet.last_mut() {
+        Some(b) => {
+            *b ^= 0x5a;
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> FaultSpec {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e:#}"))
+    }
+
+    #[test]
+    fn the_grammar() {
+        assert_eq!(
+            spec("loss:p=0.01"),
+            FaultSpec {
+                camera: None,
+                kind: FaultKind::Loss,
+                rule: Rule::chance(0.01),
+                timed: None
+            }
+        );
+        assert_eq!(spec("cam3:drop-frame:every=10").camera, Some(2));
+        assert_eq!(spec("cam3:drop-frame:every=10").rule, Rule::Every(10));
+        assert_eq!(spec("resend-unavailable").rule, Rule::Every(1));
+        assert_eq!(
+            spec("stall:for=250ms,at=2s").timed,
+            Some(Timed {
+                at: Duration::from_secs(2),
+                duration: Duration::from_millis(250),
+                every: None
+            })
+        );
+        assert_eq!(
+            spec("silence:every=10s,at=1.5s,for=3s").timed,
+            Some(Timed {
+                at: Duration::from_millis(1500),
+                duration: Duration::from_secs(3),
+                every: Some(Duration::from_secs(10))
+            })
+        );
+        for bad in [
+            "lose:p=0.1",
+            "loss",
+            "loss:p=0",
+            "loss:p=1.5",
+            "loss:p=0.1,every=3",
+            "loss:every=0",
+            "loss:for=1s",
+            "stall:at=1s",
+            "stall:for=1s",
+            "stall:for=1s,at=2",
+            "stall:for=2s,at=1s,every=1s",
+            "cam0:loss:p=0.1",
+            "reboot:p=0.5",
+            "loss:p",
+        ] {
+            let e = bad.parse::<FaultSpec>().unwrap_err();
+            assert!(format!("{e:#}").contains(bad), "{bad}: {e:#}");
+        }
+    }
+
+    #[test]
+    fn decisions_repeat_from_the_seed_and_count() {
+        let specs = [spec("loss:p=0.1"), spec("duplicate:every=7")];
+        let run = || {
+            let mut e = FaultEngine::new(&specs, 0, 42);
+            let v: Vec<Verdict> = (0..1000).map(|_| e.packet(false, false)).collect();
+            (v, e.wire_counts())
+        };
+        let (a, counts) = run();
+        assert_eq!(a, run().0);
+        let dropped = a.iter().filter(|v| v.drop).count() as u64;
+        assert_eq!(counts[FaultKind::Loss as usize], dropped);
+        assert!((60..140).contains(&dropped), "{dropped}");
+        // every 7th packet that was not lost is duplicated
+        assert_eq!(counts[FaultKind::Duplicate as usize], (1000 - dropped) / 7);
+        // another camera draws differently
+        let mut other = FaultEngine::new(&specs, 1, 42);
+        let b: Vec<Verdict> = (0..1000).map(|_| other.packet(false, false)).collect();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn corrupt_counts_only_packets_it_can_damage() {
+        let mut e = FaultEngine::new(&[spec("corrupt:every=2")], 0, 1);
+        let hits: Vec<bool> = (0..6)
+            .map(|i| e.packet(i % 3 != 0, false).corrupt)
+            .collect();
+        // packets 0 and 3 cannot be corrupted and are not counted
+        assert_eq!(hits, vec![false, false, true, false, false, true]);
+        assert_eq!(e.wire_counts()[FaultKind::Corrupt as usize], 2);
+    }
+
+    #[test]
+    fn requests_and_schedules_open_windows() {
+        let mut e = FaultEngine::new(&[spec("stall:for=50ms,at=0s")], 0, 1);
+        let t = StdInstant::now();
+        e.tick(t);
+        assert!(e.stalled() && !e.silent());
+        e.tick(t + Duration::from_millis(60));
+        assert!(!e.stalled());
+        e.request(
+            t,
+            FaultRequest {
+                kind: FaultKind::Reboot,
+                count: 1,
+                duration_ms: 100,
+            },
+        );
+        assert!(e.silent());
+        assert_eq!(e.tick(t + Duration::from_millis(50)), Tick::default());
+        assert!(e.tick(t + Duration::from_millis(100)).reboot_now);
+        assert!(!e.silent());
+        e.request(
+            t,
+            FaultRequest {
+                kind: FaultKind::Loss,
+                count: 2,
+                duration_ms: 0,
+            },
+        );
+        assert!(e.packet_faults());
+        assert!(e.packet(false, false).drop && e.packet(false, false).drop);
+        assert!(!e.packet(false, false).drop);
+        let c = FaultCounts::from_array(e.wire_counts());
+        assert_eq!(c.line(), "loss=2 stall=1 reboot=1");
+    }
+
+    #[test]
+    fn gvsp_corruption_hits_payload_packets_only() {
+        use rdmacam_protocol::gev::gvsp::{Format, Header};
+        let mut p = vec![0u8; 100];
+        let h = |format| Header {
+            status: 0,
+            flags: 0,
+            extended: false,
+            format,
+            block_id: 1,
+            packet_id: 1,
+        };
+        let n = h(Format::Payload).emit(&mut p).unwrap();
+        assert!(corrupt_gvsp(&mut p));
+        assert!(p[n..n + 16].iter().all(|&b| b == 0xff) && p[n + 16] == 0);
+        h(Format::Leader).emit(&mut p).unwrap();
+        assert!(!corrupt_gvsp(&mut p));
+    }
+}
