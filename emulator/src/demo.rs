@@ -136,6 +136,7 @@ pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
         latency_log: None,
         chunks: false,
         reconnects: o.reconnects,
+        inject: Vec::new(),
         images: None,
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));

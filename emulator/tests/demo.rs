@@ -209,6 +209,7 @@ fn host_options(
         latency_log: None,
         chunks: false,
         reconnects: 0,
+        inject: Vec::new(),
         images: None,
     }
 }

@@ -135,6 +135,7 @@ fn host_options(frames: u64, cm_port: Option<u16>) -> rdmacam_hil::run::HostOpti
         latency_log: None,
         chunks: false,
         reconnects: 0,
+        inject: Vec::new(),
         images: None,
     }
 }

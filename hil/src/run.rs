@@ -68,6 +68,76 @@ pub struct HostOptions {
     /// Connect again this many times when a stream fails after it started (the camera
     /// restarted, the connection broke), waiting for the camera to answer discovery.
     pub reconnects: u32,
+    /// Faults to ask the camera for (FaultInject) once so many frames arrived.
+    pub inject: Vec<Injection>,
+}
+
+/// A fault the host asks the camera for through the FaultInjection features once
+/// `after_frames` frames arrived (`rdmacam-host --inject-fault N:KIND[:AMOUNT]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Injection {
+    /// Frames received (good, bad or reported dropped) before it is injected.
+    pub after_frames: u64,
+    /// What (FaultSelector value).
+    pub kind: rdmacam_protocol::device::faults::FaultKind,
+    /// Packets, frames or requests it hits (FaultCount), or ms it lasts (FaultDuration).
+    pub amount: u32,
+}
+
+impl std::str::FromStr for Injection {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        use rdmacam_protocol::device::faults::FaultKind;
+        let mut parts = s.split(':');
+        let after_frames = parts
+            .next()
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("{s:?}: expected N:KIND[:AMOUNT], N a frame count"))?;
+        let name = parts.next().unwrap_or_default();
+        let kind = FaultKind::ALL
+            .into_iter()
+            .find(|k| k.feature_name() == name || k.cli_name() == name)
+            .with_context(|| {
+                let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.feature_name()).collect();
+                format!("{s:?}: unknown fault {name:?}; one of {}", names.join(", "))
+            })?;
+        let amount = match parts.next() {
+            Some(a) => a
+                .parse()
+                .ok()
+                .filter(|a| *a >= 1)
+                .with_context(|| format!("{s:?}: AMOUNT is a count, or ms for timed faults"))?,
+            None if kind.timed() => 1000,
+            None => 1,
+        };
+        if parts.next().is_some() {
+            bail!("{s:?}: expected N:KIND[:AMOUNT]");
+        }
+        Ok(Injection {
+            after_frames,
+            kind,
+            amount,
+        })
+    }
+}
+
+/// Ask the camera for fault `i` through its FaultInjection features.
+fn inject(gvcp: &mut GvcpClient, i: &Injection) -> Result<()> {
+    let amount = if i.kind.timed() {
+        regs::FAULT_DURATION
+    } else {
+        regs::FAULT_COUNT
+    };
+    gvcp.write(regs::FAULT_SELECTOR, i.kind as u32)
+        .and_then(|()| gvcp.write(amount, i.amount))
+        .and_then(|()| gvcp.write(regs::FAULT_INJECT, 1))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the camera refused FaultInject {:?}: {e:?}",
+                i.kind.feature_name()
+            )
+        })
 }
 
 /// The host's RoCEv2 transport.
@@ -401,6 +471,14 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         if let Some(d) = o.duration {
             left.duration = Some(d.saturating_sub(started.elapsed()));
         }
+        // faults still to inject, counted from this connection's first frame
+        if let Some(t) = &total {
+            let done = t.frames_received + t.frames_dropped;
+            left.inject.retain(|i| i.after_frames > done);
+            for i in &mut left.inject {
+                i.after_frames -= done;
+            }
+        }
         match connect_and_stream(&left, stop) {
             Ok(s) => return Ok(add(total, s, reconnects, o.frames)),
             Err(e) => {
@@ -673,8 +751,21 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
     };
     let mut destroyed: Option<StdInstant> = None;
     // the stream itself: a failure here still reports what arrived (StreamFailed)
+    let mut injections = o.inject.clone();
+    injections.sort_by_key(|i| i.after_frames);
     let mut streamed = || -> Result<()> {
         while plane.stats().stream_end.is_none() {
+            {
+                let s = plane.stats();
+                let arrived = s.good + s.bad + s.dropped;
+                while injections
+                    .first()
+                    .is_some_and(|i| arrived >= i.after_frames)
+                {
+                    let i = injections.remove(0);
+                    inject(gvcp, &i)?;
+                }
+            }
             if let Some(n) = destroy_after
                 && destroyed.is_none()
                 && plane.stats().good + plane.stats().bad >= n

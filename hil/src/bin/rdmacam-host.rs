@@ -95,6 +95,13 @@ struct Args {
     /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT.
     #[arg(long, value_name = "WxH:FORMAT")]
     raw_format: Option<rdmacam_hil::images::RawFormat>,
+    /// Ask the camera for a fault once N frames arrived, through its FaultInjection features
+    /// (repeatable): N:KIND[:AMOUNT], KIND a FaultSelector entry (PacketLoss, PacketReorder,
+    /// PacketDuplicate, FrameDrop, PacketCorrupt, StreamStall, ControlSilence, Reboot,
+    /// ResendUnavailable, EcnMark), AMOUNT the packets/frames/requests it hits (default 1) or
+    /// the ms a StreamStall, ControlSilence or Reboot lasts (default 1000).
+    #[arg(long = "inject-fault", value_name = "N:KIND[:AMOUNT]")]
+    inject: Vec<rdmacam_hil::run::Injection>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +156,7 @@ fn main() -> ExitCode {
         latency_log: a.latency_log,
         chunks: a.chunks,
         reconnects: a.reconnect,
+        inject: a.inject,
         images: match &a.images {
             Some(path) => match rdmacam_hil::images::ImageSet::load(path, a.raw_format) {
                 Ok(set) => Some(Arc::new(set)),

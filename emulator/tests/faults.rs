@@ -1,0 +1,291 @@
+//! Faults on demand over ORSP: what the reference host sees for each kind, that the camera
+//! recovers, and that every fault shows in both summaries. The GVSP side is checked through
+//! aravis (tests/aravis/faults.py, run from tests/aravis.rs).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// `rdmacam demo --json` with these arguments: exit code, summary (host fields at the top,
+/// the camera's under "camera"), stdout.
+fn demo(args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args(["demo", "--json", "--width", "640", "--height", "480"])
+        .args(args)
+        .output()
+        .expect("run rdmacam demo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let last = stdout.lines().last().unwrap_or_default();
+    let json = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "last line is not JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json, stdout)
+}
+
+fn n(v: &Value, path: &str) -> u64 {
+    path.split('.')
+        .fold(v, |v, k| &v[k])
+        .as_u64()
+        .unwrap_or_else(|| panic!("{path} missing in {v}"))
+}
+
+/// Each fault kind in the demo (camera and reference host on loopback, ORSP), one after the
+/// other (they share the demo's ports).
+#[test]
+fn each_fault_kind_is_seen_by_the_host_and_the_stream_recovers() {
+    let all_good = |s: &Value, text: &str| {
+        assert_eq!(n(s, "frames_bad"), 0, "{text}");
+        assert!(
+            n(s, "frames_received") + n(s, "frames_dropped") >= n(s, "frames_expected"),
+            "{text}"
+        );
+    };
+
+    // a bad ICRC: the host discards the packet, NAKs the gap, the camera resends
+    let (code, s, text) = demo(&["--frames", "100", "--fault", "corrupt:every=200"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    let corrupt = n(&s, "camera.faults.corrupt");
+    assert!(corrupt >= 30, "{text}");
+    assert_eq!(n(&s, "host_roce.bad_icrc"), corrupt, "{text}");
+    assert!(
+        n(&s, "camera.seq_naks") + n(&s, "camera.timeouts") > 0,
+        "{text}"
+    );
+    assert!(n(&s, "camera.retransmitted") >= corrupt, "{text}");
+
+    // ECN marks: the host answers CNPs, the camera's DCQCN hears them
+    let (code, s, text) = demo(&["--frames", "100", "--fault", "ecn:p=0.02"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    let marked = n(&s, "camera.faults.ecn");
+    assert!(marked > 0, "{text}");
+    assert_eq!(n(&s, "host_roce.ecn_marked"), marked, "{text}");
+    assert!(n(&s, "host_roce.cnps_sent") > 0, "{text}");
+    assert_eq!(n(&s, "camera.cnps"), n(&s, "host_roce.cnps_sent"), "{text}");
+
+    // loss, reordering, duplication: go-back-N and duplicate detection at the host
+    let (code, s, text) = demo(&["--frames", "100", "--fault", "loss:p=0.01"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert!(n(&s, "camera.faults.loss") > 0, "{text}");
+    assert!(
+        n(&s, "camera.retransmitted") >= n(&s, "camera.faults.loss"),
+        "{text}"
+    );
+    let (code, s, text) = demo(&["--frames", "100", "--fault", "reorder:every=100"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert!(n(&s, "camera.faults.reorder") > 0, "{text}");
+    assert!(n(&s, "host_roce.out_of_seq_request") > 0, "{text}");
+    let (code, s, text) = demo(&["--frames", "100", "--fault", "duplicate:every=100"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert!(n(&s, "camera.faults.duplicate") > 0, "{text}");
+    assert!(
+        n(&s, "host_roce.duplicate_request") >= n(&s, "camera.faults.duplicate"),
+        "{text}"
+    );
+
+    // whole frames: the host counts them dropped by the camera, and the run is still good
+    let (code, s, text) = demo(&["--frames", "100", "--fault", "drop-frame:every=10"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert_eq!(n(&s, "camera.faults.drop_frame"), 10, "{text}");
+    assert_eq!(n(&s, "frames_dropped"), 10, "{text}");
+    assert_eq!(n(&s, "frames_received"), 90, "{text}");
+
+    // a stall and a pulled cable: the stream resumes by itself
+    for f in ["stall:for=400ms,at=300ms", "silence:for=600ms,at=300ms"] {
+        let (code, s, text) = demo(&["--frames", "100", "--fault", f]);
+        assert_eq!(code, 0, "{text}");
+        all_good(&s, &text);
+        assert_eq!(n(&s, "reconnects"), 0, "{text}");
+        let kind = f.split(':').next().unwrap();
+        assert_eq!(n(&s, &format!("camera.faults.{kind}")), 1, "{text}");
+    }
+
+    // a reboot: the host sees control gone, waits for the camera, and connects again
+    let (code, s, text) = demo(&["--frames", "150", "--fault", "reboot:for=1s,at=300ms"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert_eq!(n(&s, "camera.faults.reboot"), 1, "{text}");
+    assert!(n(&s, "reconnects") >= 1, "{text}");
+    assert_eq!(
+        n(&s, "camera.orsp_connections"),
+        n(&s, "reconnects") + 1,
+        "{text}"
+    );
+}
+
+/// `rdmacam run --transport udp` on its own ports; stdout piped (its summary).
+fn camera(ip: &str, ports: (u16, u16, u16), extra: &[&str]) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args(["run", "--transport", "udp", "--ip", ip, "--json"])
+        .args(["--gvcp-port", &ports.0.to_string()])
+        .args(["--roce-port", &ports.1.to_string()])
+        .args(["--host-roce-port", &ports.2.to_string()])
+        .args(["--width", "640", "--height", "480", "--duration", "60"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // up once every camera answers DISCOVERY
+    let first: std::net::Ipv4Addr = ip.split(',').next().unwrap().parse().unwrap();
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        let _ = s.send_to(&[0x42, 1, 0, 2, 0, 0, 0, 1], (first, ports.0));
+        if s.recv_from(&mut [0u8; 600]).is_ok() {
+            break;
+        }
+    }
+    child
+}
+
+/// Stop a camera with Ctrl-C and read its JSON summary: one entry per camera.
+fn stop(cam: Child) -> Vec<Value> {
+    let _ = Command::new("kill")
+        .args(["-INT", &cam.id().to_string()])
+        .status();
+    let out = cam.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    v["cameras"].as_array().unwrap().clone()
+}
+
+fn host(
+    camera: &str,
+    local: &str,
+    ports: (u16, u16, u16),
+    frames: u64,
+) -> rdmacam_hil::run::HostOptions {
+    rdmacam_hil::run::HostOptions {
+        camera: camera.parse().unwrap(),
+        gvcp_port: ports.0,
+        local: local.parse().unwrap(),
+        rx_port: ports.2,
+        roce_local: None,
+        camera_roce: None,
+        camera_rx_port: ports.1,
+        buffers: 8,
+        frames: Some(frames),
+        duration: None,
+        loss: 0.0,
+        seed: 1,
+        fps: Some(100.0),
+        progress: false,
+        cm_port: None,
+        transport: Default::default(),
+        latency_log: None,
+        chunks: false,
+        reconnects: 2,
+        images: None,
+        inject: Vec::new(),
+    }
+}
+
+/// A host says "now": FaultInject through the control channel at chosen frames; each fault
+/// shows in the host's summary as it happened and in the camera's count.
+#[test]
+fn a_host_injects_faults_at_the_moment_it_chooses() {
+    let ports = (39610, 47960, 47961);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let mut o = host("127.0.0.1", "127.0.0.1", ports, 200);
+    o.inject = [
+        "20:FrameDrop:3",
+        "50:StreamStall:300",
+        "80:PacketCorrupt:5",
+        "110:EcnMark:4",
+        "140:ControlSilence:400",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect();
+    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    // a bystander (not in control) injects nothing: refused ACCESS_DENIED, which it can read
+    let mut g = rdmacam_hil::net::GvcpClient::new(
+        std::net::Ipv4Addr::new(127, 0, 0, 9),
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, ports.0),
+    )
+    .unwrap();
+    g.write(0x0A00, 2).unwrap(); // control is free again: take it
+    let mut bystander = rdmacam_hil::net::GvcpClient::new(
+        std::net::Ipv4Addr::new(127, 0, 0, 10),
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, ports.0),
+    )
+    .unwrap();
+    let refused = bystander.write(rdmacam_protocol::device::regs::FAULT_INJECT, 1);
+    assert!(
+        matches!(refused, Err(rdmacam_hil::net::GvcpError::Status(0x8006))),
+        "{refused:?}"
+    );
+    g.write(0x0A00, 0).unwrap();
+    let cams = stop(cam);
+    let s = s.expect("the host streams through every fault");
+    assert_eq!(s.frames_bad, 0, "{s:?}");
+    assert_eq!(s.frames_dropped, 3, "{s:?}");
+    assert_eq!(s.frames_received, 197, "{s:?}");
+    assert_eq!(s.host_roce.bad_icrc, 5, "{s:?}");
+    assert_eq!(s.host_roce.ecn_marked, 4, "{s:?}");
+    assert_eq!(s.reconnects, 0, "{s:?}");
+    let f = &cams[0]["faults"];
+    assert_eq!(
+        [
+            &f["drop_frame"],
+            &f["stall"],
+            &f["corrupt"],
+            &f["ecn"],
+            &f["silence"]
+        ],
+        [3, 1, 5, 4, 1],
+        "{f}"
+    );
+    assert!(n(&cams[0], "retransmitted") >= 5, "{}", cams[0]);
+}
+
+/// Several cameras over ORSP at once from one process, each into its own host, with a fault
+/// aimed at one of them: every frame of every camera checked, the fault only where aimed.
+#[test]
+fn three_cameras_stream_orsp_at_once_and_a_fault_hits_only_its_camera() {
+    let ports = (39620, 47970, 47971);
+    let cam = camera(
+        "127.0.0.31,127.0.0.32,127.0.0.33",
+        ports,
+        &["--fault", "cam2:drop-frame:every=10"],
+    );
+    let hosts: Vec<_> = (1..=3)
+        .map(|k| {
+            let o = host(
+                &format!("127.0.0.3{k}"),
+                &format!("127.0.1.3{k}"),
+                ports,
+                100,
+            );
+            std::thread::spawn(move || {
+                rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)))
+            })
+        })
+        .collect();
+    let summaries: Vec<_> = hosts.into_iter().map(|h| h.join().unwrap()).collect();
+    let cams = stop(cam);
+    for (k, s) in summaries.into_iter().enumerate() {
+        let s = s.unwrap_or_else(|e| panic!("camera {}: {e:#}", k + 1));
+        assert_eq!(s.frames_bad, 0, "camera {}: {s:?}", k + 1);
+        let dropped = if k == 1 { 10 } else { 0 };
+        assert_eq!(s.frames_dropped, dropped, "camera {}: {s:?}", k + 1);
+        assert_eq!(s.frames_received, 100 - dropped, "camera {}: {s:?}", k + 1);
+        assert_eq!(n(&cams[k], "faults.drop_frame"), dropped, "{}", cams[k]);
+        assert_eq!(cams[k]["ip"], format!("127.0.0.3{}", k + 1));
+    }
+}
