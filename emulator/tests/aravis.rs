@@ -777,3 +777,54 @@ height = 480
     let pattern = grab_and_check(Ipv4Addr::new(127, 0, 0, 41), 5, &[]);
     assert!(pattern.contains("\"width\": 640"), "{pattern}");
 }
+
+/// Faults on demand as aravis sees them (`tests/aravis/faults.py`), on both receive paths:
+/// each fault injected through FaultSelector/FaultInject at a moment the host chooses, what
+/// aravis counts for it (resends, duplicates, missing frames, error packets, a failed buffer,
+/// control-lost after a reboot), and good buffers after each. Then a camera started with
+/// `--fault` loss, reorder and duplication by probability: every buffer good, resends and
+/// duplicates counted.
+#[test]
+fn aravis_sees_each_injected_fault_and_the_camera_recovers() {
+    if !aravis_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/faults.py");
+    let ip = Ipv4Addr::new(127, 0, 0, 15);
+    let cam = Camera::start(None, ip, "FAULTS", &[]);
+    let ip = ip.to_string();
+    for extra in [&[][..], &["--socket"][..]] {
+        let args = [ip.as_str()].into_iter().chain(extra.iter().copied());
+        check_script(
+            120,
+            Path::new(SYSTEM_PYTHON),
+            &script,
+            args,
+            &format!("faults {extra:?}"),
+        );
+    }
+    drop(cam);
+    let ip = Ipv4Addr::new(127, 0, 0, 16);
+    let _cam = Camera::start(
+        None,
+        ip,
+        "FAULTS2",
+        &[
+            "--fault",
+            "loss:p=0.01",
+            "--fault",
+            "reorder:p=0.01",
+            "--fault",
+            "duplicate:p=0.01",
+        ],
+    );
+    let ip = ip.to_string();
+    check_script(
+        120,
+        Path::new(SYSTEM_PYTHON),
+        &script,
+        [ip.as_str(), "--cli"],
+        "faults --cli",
+    );
+}
