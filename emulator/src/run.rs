@@ -1154,6 +1154,8 @@ fn log_rc(cam: &CameraCore) {
             retransmitted = rc.retransmitted_packets,
             seq_naks = rc.seq_naks,
             timeouts = rc.timeouts,
+            spurious_timeouts = rc.spurious_timeouts,
+            tail_probes = rc.tail_probes,
             window = rc.window,
             window_cuts = rc.window_cuts,
             srtt_us = rc.srtt_ns / 1000,

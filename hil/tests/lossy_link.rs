@@ -314,13 +314,16 @@ fn lost_middle_is_resent_from_mid_message() {
 }
 
 #[test]
-fn lost_last_is_recovered_by_the_ack_timeout() {
+fn lost_last_is_recovered_by_a_loss_probe_before_the_ack_timeout() {
     let s = lose_one(4);
-    assert_eq!(s.camera.counters().seq_naks, 0);
-    assert_eq!(s.camera.counters().timeouts, 1);
+    let c = s.camera.counters();
+    assert_eq!(c.seq_naks, 0);
+    // nothing follows the lost LAST to show the gap: after two round trips of silence the
+    // oldest unacknowledged packet goes again (a loss probe), long before the ACK timeout
+    assert_eq!((c.tail_probes, c.timeouts), (1, 0), "{c:?}");
     // An ACK is asked for at least four times per window (the window starts at 16 packets), so
-    // the fourth packet's ACK covered the first four: the timeout resends only the LAST.
-    assert_eq!(s.camera.counters().retransmitted_packets, 1);
+    // the fourth packet's ACK covered the first four: the probe resends only the LAST.
+    assert_eq!(c.retransmitted_packets, 1);
     assert_eq!(s.host.counters().duplicate_request, 0);
 }
 
@@ -590,4 +593,28 @@ fn goodput_under_loss_stays_near_the_lossless_rate() {
     );
     assert!(g1 >= 0.8, "1 %: {g1:.2}");
     assert!(g5 >= 0.4, "5 %: {g5:.2}");
+}
+
+/// A host that answers late at times (ACKs delayed 300-700 µs while the camera's timer may
+/// not wait more than 524 µs, `timeout` 7) and loses nothing: every timeout is spurious. The
+/// ACK for packets sent before a timeout shows it, the window cut is undone, and everything
+/// arrives.
+#[test]
+fn spurious_timeouts_are_recognised_and_their_window_cut_undone() {
+    let mut late = LinkConfig::clean();
+    late.delay = Duration::from_micros(300);
+    late.jitter = Duration::from_micros(400);
+    let (mut cam, host) = configs(0);
+    cam.timeout = 7;
+    let mut s = Sim::new(cam, host, LinkConfig::clean(), late, 11);
+    s.host.register(RKEY, MR_VA, MR_LEN);
+    s.post_recvs(256, 4096);
+    let exp = post_workload(&mut s, 11, 30);
+    s.run(Instant::from_millis(60_000));
+    check(&s, &exp).unwrap();
+    let c = s.camera.counters();
+    assert!(c.timeouts > 0, "{c:?}");
+    assert!(c.spurious_timeouts > 0, "{c:?}");
+    assert!(c.spurious_timeouts <= c.timeouts, "{c:?}");
+    assert_eq!(s.up.stats().lost + s.down.stats().lost, 0);
 }

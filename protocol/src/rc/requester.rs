@@ -173,6 +173,12 @@ pub struct RequesterCounters {
     pub stale_acks: u64,
     /// CNPs received.
     pub cnps: u64,
+    /// Loss probes sent (the oldest unacknowledged packet again after two round trips of
+    /// silence).
+    pub tail_probes: u64,
+    /// ACK timeouts found spurious (an ACK for packets sent before the timeout came after it):
+    /// their window cut was undone.
+    pub spurious_timeouts: u64,
     /// Work requests completed successfully.
     pub completed: u64,
     /// Work requests completed with an error.
@@ -303,6 +309,9 @@ pub const INITIAL_RTO: Duration = Duration::from_millis(20);
 /// The shortest RTT-based retransmission timeout.
 pub const MIN_RTO: Duration = Duration::from_micros(500);
 
+/// The shortest wait before a tail-loss probe.
+pub const MIN_PTO: Duration = Duration::from_micros(100);
+
 /// Round-trip time above twice the shortest that is taken for noise, not queueing (the
 /// default of [`RequesterConfig::queue_slack_ns`]).
 /// 50 µs let the queue (and so the go-back-N of each loss) grow to ~29 packets of 4 KiB at
@@ -331,6 +340,13 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// PSN a NAK-triggered go-back started from, until an ACK passes it.
     retrying_from: Option<u32>,
     ack_deadline: Option<Instant>,
+    /// When to send a loss probe (the oldest unacknowledged packet again, ACK requested) if
+    /// nothing was acknowledged and nothing new asked for an ACK by then.
+    probe_at: Option<Instant>,
+    /// A tail-loss probe due: the PSN to send again.
+    probe_psn: Option<u32>,
+    /// The last ACK timeout, to tell a spurious one: when it fired and the window before it.
+    last_timeout: Option<(Instant, u32, u32)>,
     rnr_until: Option<Instant>,
     /// The loss-adaptive window, packets: halved on a loss, grown back as ACKs arrive.
     cwnd: u32,
@@ -379,6 +395,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             rnr_left: cfg.rnr_retry,
             retrying_from: None,
             ack_deadline: None,
+            probe_at: None,
+            probe_psn: None,
+            last_timeout: None,
             rnr_until: None,
             cwnd: INITIAL_WINDOW.min(cfg.max_unacked).max(MIN_WINDOW),
             ssthresh: cfg.max_unacked.max(MIN_WINDOW),
@@ -546,16 +565,25 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             }
             self.rnr_until = None;
         }
-        if psn_diff(self.send_psn, self.next_post_psn) >= 0 {
-            return None; // nothing posted beyond what was sent
-        }
-        if self.unacked(self.send_psn) >= self.window() {
-            return None;
-        }
-        if now < self.rate.next_send_time() {
-            return None;
-        }
-        let psn = self.send_psn;
+        let probe = self
+            .probe_psn
+            .take()
+            .filter(|p| psn_diff(*p, self.una) >= 0 && psn_diff(*p, self.sent_end) < 0);
+        let psn = match probe {
+            Some(p) => p,
+            None => {
+                if psn_diff(self.send_psn, self.next_post_psn) >= 0 {
+                    return None; // nothing posted beyond what was sent
+                }
+                if self.unacked(self.send_psn) >= self.window() {
+                    return None;
+                }
+                if now < self.rate.next_send_time() {
+                    return None;
+                }
+                self.send_psn
+            }
+        };
         let wqe = *self
             .sq
             .iter()
@@ -564,7 +592,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let seg = segment(wqe.wr.kind, wqe.wr.len, self.cfg.pmtu, index, false);
         let last = index + 1 == wqe.npkts;
         let retransmission = psn_diff(psn, self.sent_end) < 0;
-        let ack_req = last
+        let ack_req = probe.is_some()
+            || last
             || self.packets_since_ackreq + 1 >= self.cfg.ack_req_every
             || self.unacked(psn) + 1 >= self.window()
             // at least four times per window, so ACKs keep a small window moving
@@ -619,6 +648,17 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             .ok()?;
         pkt.header_len = hl as u8;
         pkt.trailer_len = tl as u8;
+        if probe.is_some() {
+            // a probe changes nothing of what is sent next; its answer (an ACK, a re-ACK of a
+            // duplicate, or a NAK for what is missing) does
+            self.counters.packets_sent += 1;
+            self.counters.retransmitted_packets += 1;
+            self.counters.tail_probes += 1;
+            self.counters.payload_bytes_sent += u64::from(seg.len);
+            self.counters.wire_bytes_sent += pkt.len() as u64;
+            self.rate.on_sent(now, pkt.len());
+            return Some(pkt);
+        }
 
         self.packets_since_ackreq = if ack_req {
             0
@@ -639,6 +679,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // slowly cannot fire it while ACKs are still due.
         if self.ack_deadline.is_none() || ack_req {
             self.ack_deadline = self.rto().map(|t| now + t);
+            self.probe_at = self.pto().map(|t| now + t);
         }
         let c = &mut self.counters;
         c.packets_sent += 1;
@@ -664,7 +705,11 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             }
         };
         earliest(self.ack_deadline);
+        earliest(self.probe_at);
         earliest(self.rnr_until);
+        if self.probe_psn.is_some() && self.rnr_until.is_none() {
+            earliest(Some(Instant::ZERO));
+        }
         let can_send = psn_diff(self.send_psn, self.next_post_psn) < 0
             && self.unacked(self.send_psn) < self.window();
         if can_send && self.rnr_until.is_none() {
@@ -679,6 +724,18 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.rate.handle_timeout(now);
         if self.state != State::Ready {
             return;
+        }
+        if let Some(p) = self.probe_at
+            && now >= p
+        {
+            self.probe_at = None;
+            if psn_diff(self.una, self.sent_end) < 0 && self.rnr_until.is_none() {
+                // the oldest unacknowledged packet, not the newest as TCP probes: a responder
+                // that lost a packet NAKs once and then drops what follows in silence (rxe
+                // does), so only the missing packet gets an answer; if it was not lost, the
+                // duplicate is acknowledged again and says how far the responder got
+                self.probe_psn = Some(self.una);
+            }
         }
         let Some(deadline) = self.ack_deadline else {
             return;
@@ -695,14 +752,18 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.fail_from(self.una, WcStatus::RetryExceeded);
             return;
         }
+        let before = (self.cwnd, self.ssthresh);
         self.on_loss(self.una, true);
+        self.last_timeout = Some((now, before.0, before.1));
         self.retry_left = self.retry_left.saturating_sub(1);
         // random loss, not congestion, is what times out here: back off twice at most
         self.backoff = (self.backoff + 1).min(2);
         self.rtt_probe = None; // Karn: no sample from what is sent again
         self.retrying_from = None;
         self.send_psn = self.una;
+        self.probe_psn = None;
         self.ack_deadline = self.rto().map(|t| now + t);
+        self.probe_at = None;
     }
 
     /// Feed the InfiniBand part (BTH to ICRC) of a packet addressed to this QP: ACK/NAK or CNP.
@@ -810,6 +871,18 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if psn_diff(end, self.una) <= 0 {
             return;
         }
+        // An ACK after a timeout that covers packets not yet sent again, or that comes sooner
+        // than any answer to what was sent again could, answers the packets sent before it:
+        // the timeout was spurious (a host or a scheduler that paused, not a loss). Undo its
+        // window cut; sending resumes from what is acknowledged.
+        if let Some((at, cwnd, ssthresh)) = self.last_timeout.take() {
+            let too_soon = self.min_rtt != u64::MAX && now.0.saturating_sub(at.0) < self.min_rtt;
+            if psn_diff(end, self.send_psn) > 0 || too_soon {
+                self.cwnd = self.cwnd.max(cwnd);
+                self.ssthresh = self.ssthresh.max(ssthresh);
+                self.counters.spurious_timeouts += 1;
+            }
+        }
         self.on_acked(psn_diff(end, self.una) as u32);
         if let Some((p, sent)) = self.rtt_probe
             && psn_diff(end, p) > 0
@@ -842,6 +915,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         } else {
             None
         };
+        self.probe_at = self.ack_deadline.and(self.pto().map(|t| now + t));
+    }
+
+    /// The tail-loss probe timeout: two smoothed round trips (at least [`MIN_PTO`]), when that
+    /// is shorter than the retransmission timeout; `None` before a round trip was measured.
+    fn pto(&self) -> Option<Duration> {
+        let (srtt, _) = self.srtt?;
+        let pto = Duration::from_nanos(2 * srtt).max(MIN_PTO);
+        (pto < self.rto()?).then_some(pto)
     }
 
     /// A round-trip sample, ns (RFC 6298 §2).
