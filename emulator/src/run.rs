@@ -143,6 +143,9 @@ pub struct CameraSummary {
     pub orsp_connections: u64,
     /// Faults injected, by kind.
     pub faults: crate::fault::FaultCounts,
+    /// Datagrams that arrived while the camera was silent (a silence or reboot fault) and were
+    /// lost with it, as on a pulled cable.
+    pub silenced: u64,
 }
 
 impl CameraSummary {
@@ -151,7 +154,7 @@ impl CameraSummary {
         format!(
             "camera {} ({}): GVSP {} frames, {} packets, {} resent, {} of {} resend requests unavailable; \
              ORSP {} frames, {} dropped, {} connections; RoCE {} packets, {} retransmitted, {} sequence NAKs, \
-             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}",
+             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}{}",
             self.ip,
             self.serial,
             self.gvsp_frames,
@@ -168,7 +171,12 @@ impl CameraSummary {
             self.rnr_naks,
             self.cnps,
             self.timeouts,
-            self.faults.line()
+            self.faults.line(),
+            if self.silenced > 0 {
+                format!(" ({} datagrams lost while silent)", self.silenced)
+            } else {
+                String::new()
+            }
         )
     }
 
@@ -481,7 +489,10 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
         ..CameraSummary::default()
     };
     let mut rc_connected = false;
+    // a packet held back by a reorder fault, sent after the next one (RoCEv2; GVSP with its
+    // destination)
     let mut held: Option<Vec<u8>> = None;
+    let mut held_gvsp: Option<(Vec<u8>, SocketAddrV4)> = None;
     #[cfg(feature = "verbs")]
     let mut verbs = match &opts.verbs {
         Some(device) => {
@@ -568,6 +579,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
                 cam.device().faults().counted(k, before[k as usize]);
             }
             held = None;
+            held_gvsp = None;
             warn!("fault: the camera rebooted (settings lost, hosts must take control again)");
         }
         for (k, n) in faults.wire_counts().into_iter().enumerate() {
@@ -593,7 +605,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
                     lost += 1;
                 }
             }
-            let _ = lost;
+            summary.silenced += lost;
             cam.handle_timeout(now());
             while let Some(ev) = cam.poll_event() {
                 log_event(&ev);
@@ -789,21 +801,25 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
                 crate::fault::corrupt_gvsp(&mut gvsp.slot()[..p.len]);
             }
             if v.hold {
-                held = Some(gvsp.slot()[..p.len].to_vec());
+                // one packet held at a time: one already waiting goes now
+                let packet = gvsp.slot()[..p.len].to_vec();
+                if let Some((h, to)) = held_gvsp.replace((packet, dst)) {
+                    gvsp.slot()[..h.len()].copy_from_slice(&h);
+                    gvsp.push(&stream_sock, h.len(), to);
+                }
                 continue;
             }
-            let copy = v.duplicate.then(|| gvsp.slot()[..p.len].to_vec());
+            let copy = v.duplicate.then(|| (gvsp.slot()[..p.len].to_vec(), dst));
             gvsp.push(&stream_sock, p.len, dst);
-            for extra in copy.into_iter().chain(held.take()) {
+            for (extra, to) in copy.into_iter().chain(held_gvsp.take()) {
                 gvsp.slot()[..extra.len()].copy_from_slice(&extra);
-                gvsp.push(&stream_sock, extra.len(), dst);
+                gvsp.push(&stream_sock, extra.len(), to);
             }
         }
-        if let Some(h) = held.take()
-            && let Some(dst) = gvsp.last_dst()
-        {
+        // a held packet never waits for more than this round
+        if let Some((h, to)) = held_gvsp.take() {
             gvsp.slot()[..h.len()].copy_from_slice(&h);
-            gvsp.push(&stream_sock, h.len(), dst);
+            gvsp.push(&stream_sock, h.len(), to);
         }
         gvsp.flush(&stream_sock);
         if !busy {
@@ -1212,11 +1228,6 @@ impl GvspBatch {
             gso,
             said_too_big: false,
         }
-    }
-
-    /// Where the last packet went (for a held-back packet that follows it).
-    fn last_dst(&self) -> Option<SocketAddrV4> {
-        self.dst
     }
 
     /// Where the next packet is written.
