@@ -984,6 +984,7 @@ pub fn run_cameras(
     ips: &[Ipv4Addr],
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<CameraSummary>> {
+    fault_targets_exist(&opts.faults, ips.len())?;
     if let [ip] = ips {
         return Ok(vec![run(RunOptions { ip: *ip, ..opts }, stop)?]);
     }
@@ -1006,6 +1007,20 @@ pub fn run_cameras(
     run_all(all, stop)
 }
 
+/// Refuse a `--fault camN:` for a camera the run does not have.
+fn fault_targets_exist(faults: &[crate::fault::FaultSpec], cameras: usize) -> Result<()> {
+    if let Some(f) = faults
+        .iter()
+        .find(|f| f.camera.is_some_and(|c| c >= cameras))
+    {
+        bail!(
+            "--fault names cam{} but the run has {cameras} camera(s)",
+            f.camera.unwrap_or(0) + 1
+        );
+    }
+    Ok(())
+}
+
 /// Serve one camera per entry of `all`, each on its own thread. The first camera that fails to
 /// start or fails stops them all, and its error is returned.
 pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<CameraSummary>> {
@@ -1014,17 +1029,7 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<Camera
         .enumerate()
         .map(|(index, o)| RunOptions { index, ..o })
         .collect();
-    if let Some(f) = all[0]
-        .faults
-        .iter()
-        .find(|f| f.camera.is_some_and(|c| c >= all.len()))
-    {
-        bail!(
-            "--fault names cam{} but the run has {} camera(s)",
-            f.camera.unwrap_or(0) + 1,
-            all.len()
-        );
-    }
+    fault_targets_exist(&all[0].faults, all.len())?;
     if all.len() > 1
         && all
             .iter()

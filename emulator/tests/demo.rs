@@ -314,6 +314,15 @@ fn bad_settings_are_refused_before_anything_starts() {
         ),
         (&["run", "--fps", "0"][..], "--fps 0 is out of range"),
         (
+            &["run", "--fault", "cam3:loss:p=0.1"][..],
+            "--fault names cam3 but the run has 1 camera(s)",
+        ),
+        (
+            &["run", "--fault", "lose:p=0.1"][..],
+            "unknown fault \"lose\"; one of loss, reorder",
+        ),
+        (&["demo", "--fault", "stall:for=1s"][..], "say when, at=T"),
+        (
             &["demo", "--frames", "0"][..],
             "--frames must be at least 1",
         ),
