@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result, bail};
-use rdmacam_protocol::device::faults::{FaultKind, FaultRequest, KINDS, Rng, Rule};
+use rdmacam_protocol::device::faults::{FaultKind, FaultRequest, KINDS, Rng, Rule, Trigger};
 use serde::Serialize;
 
 /// One `--fault` option.
@@ -190,72 +190,29 @@ pub struct Verdict {
     pub hold: bool,
     /// Sent twice.
     pub duplicate: bool,
-    /// Its bytes are to be damaged ([`corrupt_gvsp`], [`corrupt_icrc`]).
+    /// Its bytes are to be damaged ([`flip_bytes`] on a GVSP payload or a RoCEv2 ICRC).
     pub corrupt: bool,
     /// Marked ECN Congestion Experienced (RoCEv2).
     pub ecn: bool,
 }
 
-/// Counters of one camera's faults, for the summary.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct FaultCounts {
-    /// Stream packets not sent.
-    pub loss: u64,
-    /// Stream packets sent after the next one.
-    pub reorder: u64,
-    /// Stream packets sent twice.
-    pub duplicate: u64,
-    /// Frames captured and not sent.
-    pub drop_frame: u64,
-    /// Packets with damaged payload (GVSP) or ICRC (RoCEv2).
-    pub corrupt: u64,
-    /// Stream stalls.
-    pub stall: u64,
-    /// Silences (nothing in or out).
-    pub silence: u64,
-    /// Reboots.
-    pub reboot: u64,
-    /// Resend requests answered PACKET_UNAVAILABLE.
-    pub resend_unavailable: u64,
-    /// RoCEv2 packets marked Congestion Experienced.
-    pub ecn: u64,
-}
+/// Faults of one camera injected, by kind, for the summary. In JSON a map from each kind's
+/// `--fault` name (`-` as `_`: `drop_frame`, `resend_unavailable`) to its count, every kind
+/// present.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts(pub [u64; KINDS]);
 
 impl FaultCounts {
-    /// From counts by kind.
-    pub fn from_array(a: [u64; KINDS]) -> Self {
-        let k = |f: FaultKind| a[f as usize];
-        FaultCounts {
-            loss: k(FaultKind::Loss),
-            reorder: k(FaultKind::Reorder),
-            duplicate: k(FaultKind::Duplicate),
-            drop_frame: k(FaultKind::FrameDrop),
-            corrupt: k(FaultKind::Corrupt),
-            stall: k(FaultKind::Stall),
-            silence: k(FaultKind::Silence),
-            reboot: k(FaultKind::Reboot),
-            resend_unavailable: k(FaultKind::ResendUnavailable),
-            ecn: k(FaultKind::Ecn),
-        }
+    /// The count of `kind`.
+    pub fn get(&self, kind: FaultKind) -> u64 {
+        self.0[kind as usize]
     }
 
     /// `kind=count` for the kinds that happened, or "none".
     pub fn line(&self) -> String {
-        let a = [
-            self.loss,
-            self.reorder,
-            self.duplicate,
-            self.drop_frame,
-            self.corrupt,
-            self.stall,
-            self.silence,
-            self.reboot,
-            self.resend_unavailable,
-            self.ecn,
-        ];
         let parts: Vec<String> = FaultKind::ALL
             .iter()
-            .zip(a)
+            .zip(self.0)
             .filter(|(_, n)| *n > 0)
             .map(|(k, n)| format!("{}={n}", k.cli_name()))
             .collect();
@@ -264,6 +221,17 @@ impl FaultCounts {
         } else {
             parts.join(" ")
         }
+    }
+}
+
+impl Serialize for FaultCounts {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = ser.serialize_map(Some(KINDS))?;
+        for (k, n) in FaultKind::ALL.iter().zip(self.0) {
+            m.serialize_entry(&k.cli_name().replace('-', "_"), &n)?;
+        }
+        m.end()
     }
 }
 
@@ -287,9 +255,7 @@ pub struct Tick {
 /// (FaultInject), timed windows, and what was injected on the wire.
 #[derive(Debug)]
 pub struct FaultEngine {
-    rules: [Rule; KINDS],
-    seen: [u64; KINDS],
-    pending: [u64; KINDS],
+    triggers: [Trigger; KINDS],
     rng: Rng,
     schedules: Vec<Schedule>,
     t0: StdInstant,
@@ -303,7 +269,7 @@ pub struct FaultEngine {
 impl FaultEngine {
     /// The engine of camera `index` from every `--fault` option, seeded from `seed`.
     pub fn new(specs: &[FaultSpec], index: usize, seed: u64) -> Self {
-        let mut rules = [Rule::Off; KINDS];
+        let mut triggers = [Trigger::new(Rule::Off); KINDS];
         let mut schedules = Vec::new();
         for s in specs.iter().filter(|s| s.camera.is_none_or(|c| c == index)) {
             match s.timed {
@@ -313,13 +279,11 @@ impl FaultEngine {
                     duration: t.duration,
                     every: t.every,
                 }),
-                None => rules[s.kind as usize] = s.rule,
+                None => triggers[s.kind as usize].rule = s.rule,
             }
         }
         FaultEngine {
-            rules,
-            seen: [0; KINDS],
-            pending: [0; KINDS],
+            triggers,
             rng: Rng::new(seed ^ 0xfa17 ^ (index as u64) << 32),
             schedules,
             t0: StdInstant::now(),
@@ -332,7 +296,7 @@ impl FaultEngine {
 
     /// The rule for a fault the device carries out itself (drop-frame, resend-unavailable).
     pub fn rule(&self, kind: FaultKind) -> Rule {
-        self.rules[kind as usize]
+        self.triggers[kind as usize].rule
     }
 
     /// Whether any RoCEv2 packet fault may happen (then packets leave one by one, not in
@@ -346,7 +310,7 @@ impl FaultEngine {
             FaultKind::Ecn,
         ]
         .iter()
-        .any(|&k| self.rules[k as usize] != Rule::Off || self.pending[k as usize] > 0)
+        .any(|&k| self.triggers[k as usize].armed())
     }
 
     /// A host's FaultInject, to carry out from now on. Returns the kind for logging.
@@ -356,7 +320,7 @@ impl FaultEngine {
             FaultKind::Stall => self.start(now, FaultKind::Stall, d),
             FaultKind::Silence => self.start(now, FaultKind::Silence, d),
             FaultKind::Reboot => self.start(now, FaultKind::Reboot, d),
-            k => self.pending[k as usize] += u64::from(r.count),
+            k => self.triggers[k as usize].add(u64::from(r.count)),
         }
         r.kind
     }
@@ -431,16 +395,7 @@ impl FaultEngine {
     }
 
     fn hit(&mut self, kind: FaultKind) -> bool {
-        let k = kind as usize;
-        if self.pending[k] > 0 {
-            self.pending[k] -= 1;
-            return true;
-        }
-        if self.rules[k] == Rule::Off {
-            return false;
-        }
-        self.seen[k] += 1;
-        self.rules[k].hits(self.seen[k], &mut self.rng)
+        self.triggers[kind as usize].hit(&mut self.rng)
     }
 
     /// Decide the fate of one outgoing stream packet: `corruptible` says whether it is one a
@@ -497,10 +452,16 @@ pub fn corrupt_gvsp(packet: &mut [u8]) -> bool {
     let Some(at) = gvsp_payload_at(packet) else {
         return false;
     };
-    for b in packet[at..].iter_mut().take(16) {
+    flip_bytes(&mut packet[at..]);
+    true
+}
+
+/// Invert up to the first 16 bytes: GVSP payload data, or a RoCEv2 ICRC's last byte (which
+/// a receiver must then discard).
+pub fn flip_bytes(bytes: &mut [u8]) {
+    for b in bytes.iter_mut().take(16) {
         *b ^= 0xff;
     }
-    true
 }
 
 /// The BTH opcode of a RoCEv2 IP packet (IPv4 or IPv6), if it is one.
@@ -517,20 +478,6 @@ pub fn roce_opcode(ip_packet: &[u8]) -> Option<u8> {
 /// an acknowledgement or a connection-manager datagram.
 pub fn is_rc_request(ip_packet: &[u8]) -> bool {
     roce_opcode(ip_packet).is_some_and(|op| op < 0x10)
-}
-
-/// Damage a RoCEv2 request's ICRC (its last byte): a receiver must discard it.
-pub fn corrupt_icrc(ip_packet: &mut [u8]) -> bool {
-    if !is_rc_request(ip_packet) {
-        return false;
-    }
-    match ip_packet.last_mut() {
-        Some(b) => {
-            *b ^= 0x5a;
-            true
-        }
-        None => false,
-    }
 }
 
 #[cfg(test)]
@@ -655,7 +602,7 @@ mod tests {
         assert!(e.packet_faults());
         assert!(e.packet(false, false).drop && e.packet(false, false).drop);
         assert!(!e.packet(false, false).drop);
-        let c = FaultCounts::from_array(e.wire_counts());
+        let c = FaultCounts(e.wire_counts());
         assert_eq!(c.line(), "loss=2 stall=1 reboot=1");
     }
 

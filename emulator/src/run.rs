@@ -781,6 +781,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
         }
         // Stream: send what is due, a bounded batch so GVCP stays responsive; runs of equal-size
         // packets to one destination leave in one UDP GSO send (a frame's payload packets).
+        let packet_faults = faults.packet_faults();
         for _ in 0..256 {
             if faults.stalled() {
                 break;
@@ -790,15 +791,17 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
             };
             busy = true;
             let dst = SocketAddrV4::new(p.dst_ip, p.dst_port);
-            let v = faults.packet(
-                crate::fault::gvsp_payload_at(&gvsp.slot()[..p.len]).is_some(),
-                false,
-            );
+            if !packet_faults {
+                gvsp.push(&stream_sock, p.len, dst);
+                continue;
+            }
+            let payload_at = crate::fault::gvsp_payload_at(&gvsp.slot()[..p.len]);
+            let v = faults.packet(payload_at.is_some(), false);
             if v.drop {
                 continue;
             }
-            if v.corrupt {
-                crate::fault::corrupt_gvsp(&mut gvsp.slot()[..p.len]);
+            if let (true, Some(at)) = (v.corrupt, payload_at) {
+                crate::fault::flip_bytes(&mut gvsp.slot()[at..p.len]);
             }
             if v.hold {
                 // one packet held at a time: one already waiting goes now
@@ -869,7 +872,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
     for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
         injected[k as usize] = device_counts[k as usize];
     }
-    summary.faults = crate::fault::FaultCounts::from_array(injected);
+    summary.faults = crate::fault::FaultCounts(injected);
     let s = cam.device().stream_counters();
     let g = cam.device().gvcp_counters();
     let ev = cam.device().event_counters();
@@ -919,7 +922,9 @@ fn send_with_faults(
         return;
     }
     if v.corrupt {
-        crate::fault::corrupt_icrc(packet);
+        // a request (checked above): its ICRC is the last byte
+        let icrc_last = packet.len() - 1;
+        crate::fault::flip_bytes(&mut packet[icrc_last..]);
     }
     if v.hold {
         if let Some(h) = held.replace(packet.to_vec())

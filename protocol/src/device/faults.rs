@@ -143,6 +143,48 @@ impl Rule {
     }
 }
 
+/// When one kind of fault hits: a [`Rule`] over the things that come by (packets, frames,
+/// requests), and a count of the next ones a host asked for (FaultInject), which go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Trigger {
+    /// The standing rule.
+    pub rule: Rule,
+    seen: u64,
+    pending: u64,
+}
+
+impl Trigger {
+    /// Hit by `rule` only.
+    pub const fn new(rule: Rule) -> Trigger {
+        Trigger {
+            rule,
+            seen: 0,
+            pending: 0,
+        }
+    }
+
+    /// Hit the next `n` things as well.
+    pub fn add(&mut self, n: u64) {
+        self.pending = self.pending.saturating_add(n);
+    }
+
+    /// Whether it may hit anything.
+    pub fn armed(&self) -> bool {
+        self.rule != Rule::Off || self.pending > 0
+    }
+
+    /// Whether the thing coming by now is hit: the next one a host asked for, else the rule
+    /// over everything counted so far (this one included).
+    pub fn hit(&mut self, rng: &mut Rng) -> bool {
+        self.seen += 1;
+        if self.pending > 0 {
+            self.pending -= 1;
+            return true;
+        }
+        self.rule.hits(self.seen, rng)
+    }
+}
+
 /// A small reproducible random source (xorshift64*), enough for fault decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rng(u64);
@@ -182,12 +224,8 @@ const REQUESTS: usize = 8;
 /// faults it carries out itself, the requests for the I/O layer, and what was injected.
 #[derive(Debug, Clone)]
 pub struct Faults {
-    frame_drop: Rule,
-    resend: Rule,
-    pending_drops: u32,
-    pending_refusals: u32,
-    frames: u64,
-    resend_requests: u64,
+    frame_drop: Trigger,
+    resend: Trigger,
     rng: Rng,
     requests: Deque<FaultRequest, REQUESTS>,
     injected: [u64; KINDS],
@@ -207,12 +245,8 @@ impl Faults {
     /// No faults; `seed` draws the chances of the rules.
     pub const fn new(seed: u64) -> Faults {
         Faults {
-            frame_drop: Rule::Off,
-            resend: Rule::Off,
-            pending_drops: 0,
-            pending_refusals: 0,
-            frames: 0,
-            resend_requests: 0,
+            frame_drop: Trigger::new(Rule::Off),
+            resend: Trigger::new(Rule::Off),
             rng: Rng::new(seed),
             requests: Deque::new(),
             injected: [0; KINDS],
@@ -233,12 +267,12 @@ impl Faults {
 
     /// Drop frames by this rule from now on.
     pub fn set_frame_drop(&mut self, r: Rule) {
-        self.frame_drop = r;
+        self.frame_drop.rule = r;
     }
 
     /// Answer resend requests PACKET_UNAVAILABLE by this rule from now on.
     pub fn set_resend_unavailable(&mut self, r: Rule) {
-        self.resend = r;
+        self.resend.rule = r;
     }
 
     /// FaultInject: fault `selector` (a FaultSelector value) hitting `count` things or lasting
@@ -252,11 +286,11 @@ impl Faults {
         let kind = FaultKind::from_index(selector).ok_or(InjectError::NotSupported)?;
         match kind {
             FaultKind::FrameDrop => {
-                self.pending_drops = self.pending_drops.saturating_add(count);
+                self.frame_drop.add(count.into());
                 Ok(())
             }
             FaultKind::ResendUnavailable => {
-                self.pending_refusals = self.pending_refusals.saturating_add(count);
+                self.resend.add(count.into());
                 Ok(())
             }
             _ if !self.io => Err(InjectError::NotSupported),
@@ -293,31 +327,15 @@ impl Faults {
 
     /// Whether the frame about to be captured is dropped (counts it).
     pub(crate) fn drop_frame(&mut self) -> bool {
-        self.frames += 1;
-        let hit = if self.pending_drops > 0 {
-            self.pending_drops -= 1;
-            true
-        } else {
-            self.frame_drop.hits(self.frames, &mut self.rng)
-        };
-        if hit {
-            self.injected[FaultKind::FrameDrop as usize] += 1;
-        }
+        let hit = self.frame_drop.hit(&mut self.rng);
+        self.injected[FaultKind::FrameDrop as usize] += u64::from(hit);
         hit
     }
 
     /// Whether the resend request just received is answered unavailable (counts it).
     pub(crate) fn refuse_resend(&mut self) -> bool {
-        self.resend_requests += 1;
-        let hit = if self.pending_refusals > 0 {
-            self.pending_refusals -= 1;
-            true
-        } else {
-            self.resend.hits(self.resend_requests, &mut self.rng)
-        };
-        if hit {
-            self.injected[FaultKind::ResendUnavailable as usize] += 1;
-        }
+        let hit = self.resend.hit(&mut self.rng);
+        self.injected[FaultKind::ResendUnavailable as usize] += u64::from(hit);
         hit
     }
 }

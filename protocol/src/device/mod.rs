@@ -719,7 +719,7 @@ impl Device {
             return;
         }
         if self.faults.refuse_resend() {
-            self.channel.refuse_resend(block, first, last);
+            self.channel.refuse_resend(block, first);
         } else {
             self.channel.request_resend(block, first, last);
         }

@@ -249,30 +249,26 @@ impl GvspChannel {
                     self.refuse(block_id, block.extended, first);
                 }
             }
-            // a block that left the ring: its extended-ID mode is the newest block's
-            _ => {
-                let extended = self
-                    .current
-                    .as_ref()
-                    .map(|(b, _, _)| b.extended)
-                    .or(self.ring.back().map(|b| b.extended))
-                    .unwrap_or(false);
-                self.refuse(block_id, extended, first)
-            }
+            // a block that left the ring
+            _ => self.refuse(block_id, self.newest_extended(), first),
         }
     }
 
-    /// Answer a resend request for packets `first..=last` of `block_id` PACKET_UNAVAILABLE,
+    /// Answer a resend request starting at packet `first` of `block_id` PACKET_UNAVAILABLE,
     /// whether or not the block is still held (a fault on demand).
-    pub fn refuse_resend(&mut self, block_id: u64, first: u32, _last: u32) {
+    pub fn refuse_resend(&mut self, block_id: u64, first: u32) {
         self.counters.resend_requests += 1;
-        let extended = self
-            .ring
-            .iter()
-            .chain(self.current.as_ref().map(|(b, _, _)| b))
-            .next_back()
-            .is_some_and(|b| b.extended);
-        self.refuse(block_id, extended, first);
+        self.refuse(block_id, self.newest_extended(), first);
+    }
+
+    /// The extended-ID mode of the newest block (sent or being sent), for an answer about a
+    /// block no longer held.
+    fn newest_extended(&self) -> bool {
+        self.current
+            .as_ref()
+            .map(|(b, _, _)| b)
+            .or(self.ring.back())
+            .is_some_and(|b| b.extended)
     }
 
     fn refuse(&mut self, block_id: u64, extended: bool, packet_id: u32) {

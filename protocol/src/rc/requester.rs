@@ -516,7 +516,6 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         }
         self.ssthresh = (self.window() / 2).max(MIN_WINDOW);
         self.cwnd = self.ssthresh;
-        let _ = timeout;
         self.cwnd_acc = 0;
         self.recovery_end = self.sent_end;
         self.counters.window_cuts += 1;
@@ -648,15 +647,16 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             .ok()?;
         pkt.header_len = hl as u8;
         pkt.trailer_len = tl as u8;
+        let c = &mut self.counters;
+        c.packets_sent += 1;
+        c.payload_bytes_sent += u64::from(seg.len);
+        c.wire_bytes_sent += pkt.len() as u64;
+        c.retransmitted_packets += u64::from(retransmission);
+        c.tail_probes += u64::from(probe.is_some());
+        self.rate.on_sent(now, pkt.len());
         if probe.is_some() {
             // a probe changes nothing of what is sent next; its answer (an ACK, a re-ACK of a
             // duplicate, or a NAK for what is missing) does
-            self.counters.packets_sent += 1;
-            self.counters.retransmitted_packets += 1;
-            self.counters.tail_probes += 1;
-            self.counters.payload_bytes_sent += u64::from(seg.len);
-            self.counters.wire_bytes_sent += pkt.len() as u64;
-            self.rate.on_sent(now, pkt.len());
             return Some(pkt);
         }
 
@@ -681,14 +681,6 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.ack_deadline = self.rto().map(|t| now + t);
             self.probe_at = self.pto().map(|t| now + t);
         }
-        let c = &mut self.counters;
-        c.packets_sent += 1;
-        c.payload_bytes_sent += u64::from(seg.len);
-        c.wire_bytes_sent += pkt.len() as u64;
-        if retransmission {
-            c.retransmitted_packets += 1;
-        }
-        self.rate.on_sent(now, pkt.len());
         Some(pkt)
     }
 
