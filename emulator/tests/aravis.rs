@@ -12,11 +12,11 @@ use common::check_script;
 /// The Python aravis's GObject bindings are installed for (Debian's, not a venv's).
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// aravis runs are CPU-hungry; on two cores they must not overlap.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -97,20 +97,10 @@ impl Drop for Camera {
 
 /// Wait until the camera answers a DISCOVERY (sent from the root namespace).
 fn wait_for_gvcp(_netns: Option<&str>, ip: Ipv4Addr) {
-    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(20) {
-        let _ = s.send_to(&[0x42, 1, 0, 2, 0, 0, 0, 1], SocketAddrV4::new(ip, 3956));
-        let mut b = [0u8; 600];
-        if let Ok((n, _)) = s.recv_from(&mut b)
-            && n == 8 + 0xf8
-        {
-            return;
-        }
-    }
-    panic!("camera at {ip} never answered DISCOVERY");
+    assert!(
+        common::wait_for_discovery(ip, 3956, Duration::from_secs(20)),
+        "camera at {ip} never answered DISCOVERY"
+    );
 }
 
 fn arv_tool(args: &[&str]) -> String {

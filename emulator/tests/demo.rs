@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+mod common;
+
 fn demo(args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
         .arg("demo")
@@ -168,18 +170,11 @@ fn spawn_udp_camera(ports: (u16, u16, u16), extra: &[&str]) -> std::process::Chi
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // up once it answers DISCOVERY (a fixed sleep was too short on a loaded machine)
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < std::time::Duration::from_secs(10) {
-        let _ = s.send_to(&[0x42, 1, 0, 2, 0, 0, 0, 1], ("127.0.0.1", ports.0));
-        let mut b = [0u8; 600];
-        if s.recv_from(&mut b).is_ok() {
-            break;
-        }
-    }
+    common::wait_for_discovery(
+        std::net::Ipv4Addr::LOCALHOST,
+        ports.0,
+        std::time::Duration::from_secs(10),
+    );
     cam
 }
 
@@ -189,28 +184,10 @@ fn host_options(
     frames: u64,
     cm_port: Option<u16>,
 ) -> rdmacam_hil::run::HostOptions {
+    let lo = std::net::Ipv4Addr::LOCALHOST;
     rdmacam_hil::run::HostOptions {
-        camera: std::net::Ipv4Addr::LOCALHOST,
-        gvcp_port: ports.0,
-        local: std::net::Ipv4Addr::LOCALHOST,
-        rx_port: ports.2,
-        roce_local: None,
-        camera_roce: None,
-        camera_rx_port: ports.1,
-        buffers: 8,
-        frames: Some(frames),
-        duration: None,
-        loss: 0.0,
-        seed: 1,
-        fps: None,
-        progress: false,
         cm_port,
-        transport: Default::default(),
-        latency_log: None,
-        chunks: false,
-        reconnects: 0,
-        inject: Vec::new(),
-        images: None,
+        ..common::host_options(lo, lo, ports, frames)
     }
 }
 

@@ -5,9 +5,11 @@
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+
+mod common;
 
 /// `rdmacam demo --json` with these arguments: exit code, summary (host fields at the top,
 /// the camera's under "camera"), stdout.
@@ -137,18 +139,9 @@ fn camera(ip: &str, ports: (u16, u16, u16), extra: &[&str]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // up once every camera answers DISCOVERY
-    let first: std::net::Ipv4Addr = ip.split(',').next().unwrap().parse().unwrap();
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(10) {
-        let _ = s.send_to(&[0x42, 1, 0, 2, 0, 0, 0, 1], (first, ports.0));
-        if s.recv_from(&mut [0u8; 600]).is_ok() {
-            break;
-        }
-    }
+    // up once the first camera answers DISCOVERY
+    let first = ip.split(',').next().unwrap().parse().unwrap();
+    common::wait_for_discovery(first, ports.0, Duration::from_secs(10));
     child
 }
 
@@ -164,6 +157,7 @@ fn stop(cam: Child) -> Vec<Value> {
     v["cameras"].as_array().unwrap().clone()
 }
 
+/// The reference host at `local` for the camera at `camera`, at 100 fps, reconnecting twice.
 fn host(
     camera: &str,
     local: &str,
@@ -171,27 +165,14 @@ fn host(
     frames: u64,
 ) -> rdmacam_hil::run::HostOptions {
     rdmacam_hil::run::HostOptions {
-        camera: camera.parse().unwrap(),
-        gvcp_port: ports.0,
-        local: local.parse().unwrap(),
-        rx_port: ports.2,
-        roce_local: None,
-        camera_roce: None,
-        camera_rx_port: ports.1,
-        buffers: 8,
-        frames: Some(frames),
-        duration: None,
-        loss: 0.0,
-        seed: 1,
         fps: Some(100.0),
-        progress: false,
-        cm_port: None,
-        transport: Default::default(),
-        latency_log: None,
-        chunks: false,
         reconnects: 2,
-        images: None,
-        inject: Vec::new(),
+        ..common::host_options(
+            camera.parse().unwrap(),
+            local.parse().unwrap(),
+            ports,
+            frames,
+        )
     }
 }
 

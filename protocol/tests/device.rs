@@ -667,51 +667,31 @@ fn fault_injection_over_gvcp_drops_frames_and_refuses_resends() {
     write(&mut d, 0, HOST_A, regs::CCP, 2);
     write(&mut d, 0, HOST_A, regs::SCDA0, u32::from(*HOST_A.ip()));
     write(&mut d, 0, HOST_A, regs::SCP0, 60000);
+    // FaultSelector, FaultCount, FaultInject as a host writes them; FaultInjectedCount
+    let inject = |d: &mut Device, now, kind: FaultKind, count| {
+        write(d, now, HOST_A, regs::FAULT_SELECTOR, kind as u32);
+        write(d, now, HOST_A, regs::FAULT_COUNT, count);
+        write(d, now, HOST_A, regs::FAULT_INJECT, 1)
+    };
+    let injected = |d: &mut Device, kind: FaultKind| {
+        read(d, 5, HOST_A, regs::FAULT_INJECTED + 4 * kind as u32)
+    };
     // a bystander injects nothing
     assert_eq!(write(&mut d, 1, HOST_B, regs::FAULT_INJECT, 1), 0x8006);
     // FrameDrop x2: blocks 1 and 2 are captured and never sent
-    write(
-        &mut d,
-        1,
-        HOST_A,
-        regs::FAULT_SELECTOR,
-        FaultKind::FrameDrop as u32,
-    );
-    write(&mut d, 1, HOST_A, regs::FAULT_COUNT, 2);
-    assert_eq!(write(&mut d, 1, HOST_A, regs::FAULT_INJECT, 1), 0);
+    assert_eq!(inject(&mut d, 1, FaultKind::FrameDrop, 2), 0);
     assert_eq!(
-        read(
-            &mut d,
-            1,
-            HOST_A,
-            regs::FAULT_INJECTED + 4 * FaultKind::FrameDrop as u32
-        ),
+        injected(&mut d, FaultKind::FrameDrop),
         (0, 0),
         "counted when it happens"
     );
     write(&mut d, 2, HOST_A, regs::ACQUISITION_COMMAND, 1);
     let mut t = Instant::from_millis(2);
     assert_eq!(stream_blocks(&mut d, &mut t, 2), vec![3, 4]);
-    assert_eq!(
-        read(
-            &mut d,
-            5,
-            HOST_A,
-            regs::FAULT_INJECTED + 4 * FaultKind::FrameDrop as u32
-        ),
-        (0, 2)
-    );
+    assert_eq!(injected(&mut d, FaultKind::FrameDrop), (0, 2));
     // ResendUnavailable x1: the next request gets PACKET_UNAVAILABLE, the one after a resend
     write(&mut d, 5, HOST_A, regs::ACQUISITION_COMMAND, 0);
-    write(
-        &mut d,
-        5,
-        HOST_A,
-        regs::FAULT_SELECTOR,
-        FaultKind::ResendUnavailable as u32,
-    );
-    write(&mut d, 5, HOST_A, regs::FAULT_COUNT, 1);
-    assert_eq!(write(&mut d, 5, HOST_A, regs::FAULT_INJECT, 1), 0);
+    assert_eq!(inject(&mut d, 5, FaultKind::ResendUnavailable, 1), 0);
     let resend = cmd(0x40, 9, &words(&[4, 1, 1]));
     let mut src = SyntheticSource::new(3);
     let mut buf = [0u8; 9000];

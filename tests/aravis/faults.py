@@ -193,24 +193,21 @@ def main():
     expect("ResendUnavailable counted", injected_now("ResendUnavailable") == 1, "")
     all_good("after ResendUnavailable", host.grab(10))
 
-    t0 = time.monotonic()
-    frames, d = phase("StreamStall", 600, n=30)
-    times = [f[3] for f in frames]
-    gap = max(b - a_ for a_, b in zip([t0] + times, times))
-    expect("StreamStall: a gap of about 600 ms", gap >= 0.45, gap)
-    expect("StreamStall: recovered", all(f[0] == "success" and f[2] for f in frames[-10:]),
-           [f[0] for f in frames])
-    facts["stall_gap_s"] = round(gap, 3)
+    def quiet_phase(kind, ms, n, min_gap_s, what):
+        """A timed fault: the longest wait between buffers, and good buffers after it."""
+        t0 = time.monotonic()
+        frames, _ = phase(kind, ms, n=n)
+        times = [f[3] for f in frames]
+        gap = max(b - a_ for a_, b in zip([t0] + times, times))
+        expect("%s: %s" % (kind, what), gap >= min_gap_s, gap)
+        expect("%s: recovered" % kind, all(f[0] == "success" and f[2] for f in frames[-10:]),
+               [f[0] for f in frames])
+        return round(gap, 3)
 
-    t0 = time.monotonic()
-    frames, d = phase("ControlSilence", 1500, n=40)
-    times = [f[3] for f in frames]
-    gap = max(b - a_ for a_, b in zip([t0] + times, times))
-    expect("ControlSilence: quiet for about 1.5 s", gap >= 1.2, gap)
-    expect("ControlSilence: recovered", all(f[0] == "success" and f[2] for f in frames[-10:]),
-           [f[0] for f in frames])
+    facts["stall_gap_s"] = quiet_phase("StreamStall", 600, 30, 0.45, "a gap of about 600 ms")
+    facts["silence_gap_s"] = quiet_phase("ControlSilence", 1500, 40, 1.2,
+                                         "quiet for about 1.5 s")
     expect("ControlSilence: control kept", not host.lost, "control-lost raised")
-    facts["silence_gap_s"] = round(gap, 3)
     expect("ControlSilence counted", injected_now("ControlSilence") == 1, "")
 
     host.inject("Reboot", 1000)

@@ -1,4 +1,6 @@
-//! What the integration tests that run a host script against a camera share.
+//! What the integration tests that run a camera and a host share. Each test binary uses
+//! some of it.
+#![allow(dead_code)]
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -28,4 +30,56 @@ pub fn check_script<S: AsRef<OsStr>>(
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+/// Whether a camera at `ip`:`port` answers a DISCOVERY (a full acknowledge) within `within`:
+/// it is up once it does (a fixed sleep was too short on a loaded machine).
+pub fn wait_for_discovery(ip: std::net::Ipv4Addr, port: u16, within: std::time::Duration) -> bool {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < within {
+        let _ = s.send_to(&[0x42, 1, 0, 2, 0, 0, 0, 1], (ip, port));
+        let mut b = [0u8; 600];
+        if let Ok((n, _)) = s.recv_from(&mut b)
+            && n == 8 + 0xf8
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The reference host at `local` for the ORSP camera at `camera` on `ports` (GVCP, camera
+/// RoCEv2, host RoCEv2): `frames` frames, 8 buffers, the rest at its defaults.
+pub fn host_options(
+    camera: std::net::Ipv4Addr,
+    local: std::net::Ipv4Addr,
+    ports: (u16, u16, u16),
+    frames: u64,
+) -> rdmacam_hil::run::HostOptions {
+    rdmacam_hil::run::HostOptions {
+        camera,
+        gvcp_port: ports.0,
+        local,
+        rx_port: ports.2,
+        roce_local: None,
+        camera_roce: None,
+        camera_rx_port: ports.1,
+        buffers: 8,
+        frames: Some(frames),
+        duration: None,
+        loss: 0.0,
+        seed: 1,
+        fps: None,
+        progress: false,
+        cm_port: None,
+        transport: Default::default(),
+        latency_log: None,
+        chunks: false,
+        reconnects: 0,
+        inject: Vec::new(),
+        images: None,
+    }
 }
