@@ -761,6 +761,14 @@ impl RoceSocket {
         Ok((hl, dst, src_port))
     }
 
+    /// With `--pcap`: write a received datagram with its IP and UDP headers rebuilt.
+    fn capture_received(&mut self, src: SocketAddr, datagram: &[u8]) {
+        if let Some(c) = self.capture.as_mut() {
+            let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, datagram);
+            c.write(&p, Some(RECONSTRUCTED));
+        }
+    }
+
     /// A received packet with the ECN bits of its IP header: (source IP, destination IP, ECN,
     /// the InfiniBand part BTH..ICRC).
     pub fn recv_ecn<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, u8, &'a [u8])> {
@@ -791,10 +799,7 @@ impl RoceSocket {
                         .map(|s| SocketAddr::from(std::net::SocketAddrV6::from(*s))))
             })?;
             let n = m.bytes;
-            if let Some(c) = self.capture.as_mut() {
-                let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, &buf[..n]);
-                c.write(&p, Some(RECONSTRUCTED));
-            }
+            self.capture_received(src, &buf[..n]);
             // a packet with a bad ICRC is discarded, as a RoCE NIC does
             if self.icrc.ok(src, dst, &buf[..n]) {
                 break (n, src, tos);
@@ -808,10 +813,7 @@ impl RoceSocket {
     pub fn recv<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
         match self.rx.recv_from(buf) {
             Ok((n, src)) => {
-                if let Some(c) = self.capture.as_mut() {
-                    let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, &buf[..n]);
-                    c.write(&p, Some(RECONSTRUCTED));
-                }
+                self.capture_received(src, &buf[..n]);
                 Some((src.ip(), self.local, &buf[..n]))
             }
             Err(_) => None,
