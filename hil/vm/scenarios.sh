@@ -59,7 +59,14 @@ udp_camera() { # log name; extra args
       --fps "$FPS" "$@" >"$OUT/$log" 2>&1 &
   echo $!
 }
-stop() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+# The cameras start inside $(...), so they are not this shell's children and `wait` returns at
+# once: poll until the process is gone, or the next step races its exit (its summary lines, its
+# ports).
+stop() { # pid [signal]
+  kill -"${2:-TERM}" "$1" 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null
+}
 verbs_host() { # camera-ip out-file [args]
   local cam=$1 out=$2; shift 2
   timeout 300 "$HOST" --transport verbs --device rxe0 --camera "$cam" --local 198.18.0.1 \
@@ -271,7 +278,7 @@ before=$(snap)
 verbs_host 198.18.0.2 s6-host.out --frames "$FRAMES"
 json=$(host_json "$OUT/s6-host.out")
 d=$(delta "$before")
-kill -INT "$cam" 2>/dev/null; wait "$cam" 2>/dev/null
+stop "$cam" INT
 camjson=$(grep '^{"cameras"' "$OUT/s6-camera.log" | tail -1)
 camfield() { python3 -c "import json,sys; c=json.loads(sys.argv[1])['cameras'][0]; print(eval(sys.argv[2], {}, c))" "$camjson" "$1" 2>/dev/null || echo 0; }
 corrupt=$(camfield "faults['corrupt']")
