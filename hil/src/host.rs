@@ -157,9 +157,75 @@ pub struct HostCore {
     images: Option<std::sync::Arc<crate::images::ImageSet>>,
     /// The image the last good replayed frame was.
     last_image: Option<usize>,
+    /// Frames whose bytes are still being compared, oldest first (deferred checks only).
+    pending: std::collections::VecDeque<PendingCheck>,
+    /// Bytes compared per [`HostCore::verify`] step; `None` = each frame at its TRAILER.
+    check_slice: Option<usize>,
+}
+
+/// A frame whose byte comparison with the pattern runs in slices.
+#[derive(Debug, Clone, Copy)]
+struct PendingCheck {
+    buffer_id: u32,
+    /// Where its buffer starts in the region.
+    start: usize,
+    /// Bytes to compare, and how many are done.
+    size: usize,
+    done: usize,
+    /// The synthetic frame it must equal.
+    frame: Frame,
+}
+
+/// What the checks at a TRAILER found.
+enum Checked {
+    /// Good or bad, known now.
+    Done(bool),
+    /// Everything but the pattern's bytes is right; they are compared later.
+    Pending(PendingCheck),
 }
 
 impl HostCore {
+    /// Compare frames in slices of `slice` bytes, one slice per [`verify`](Self::verify) call,
+    /// instead of whole at their TRAILER: a soft host that answers like a NIC sends its ACKs
+    /// between the slices rather than after a whole frame's comparison (a 2 MB frame takes
+    /// hundreds of microseconds, long enough for the camera's window to fill and its ACK timer
+    /// to fire). A finished frame's buffer is then returned by `verify`, not by `on_message`.
+    pub fn defer_checks(&mut self, slice: usize) {
+        self.check_slice = Some(slice.max(1));
+    }
+
+    /// Frames whose check is not finished.
+    pub fn checks_pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Compare the next slice of the oldest pending frame; returns its buffer when its check
+    /// finished (good or bad, counted in the stats), to re-queue.
+    pub fn verify(&mut self, frames: &[u8]) -> Option<u32> {
+        let slice = self.check_slice.unwrap_or(usize::MAX);
+        let c = self.pending.front_mut()?;
+        let n = slice.min(c.size - c.done);
+        let at = c.start + c.done;
+        self.scratch.resize(n, 0);
+        pattern::fill(self.cfg.seed, &c.frame, c.done, &mut self.scratch);
+        let same = frames[at..at + n] == self.scratch[..];
+        c.done += n;
+        if same && c.done < c.size {
+            return None;
+        }
+        let c = self.pending.pop_front().expect("front exists");
+        self.count(same);
+        Some(c.buffer_id)
+    }
+
+    fn count(&mut self, good: bool) {
+        if good {
+            self.stats.good += 1;
+        } else {
+            self.stats.bad += 1;
+        }
+    }
+
     /// Check frames against these replayed images (`rdmacam run --images`) instead of the
     /// synthetic pattern: each frame must equal one of them, converted as the camera does.
     pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
@@ -177,6 +243,8 @@ impl HostCore {
             last_image: None,
             stats: Stats::default(),
             scratch: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            check_slice: None,
         }
     }
 
@@ -250,7 +318,9 @@ impl HostCore {
     }
 
     /// A message the camera SENT; `frames` is the whole frame-buffer region. Returns the
-    /// buffer a TRAILER finished (to re-queue).
+    /// buffer a TRAILER finished (to re-queue); with [`defer_checks`](Self::defer_checks) a
+    /// good-looking frame's buffer comes from [`verify`](Self::verify) once its bytes are
+    /// compared.
     pub fn on_message(&mut self, data: &[u8], frames: &[u8]) -> Option<u32> {
         match msg::parse_device(data) {
             Ok((_, DeviceMessage::Hello(h))) => self.stats.hello = Some(h),
@@ -283,16 +353,24 @@ impl HostCore {
                 },
             )) => {
                 let seen = crate::net::monotonic_ns();
-                let good = status == 0
-                    && self.check_frame(buffer_id, block_id, valid_size, chunks, frames);
-                if good {
-                    self.stats.good += 1;
-                } else {
-                    self.stats.bad += 1;
-                }
                 self.stats.bytes += valid_size;
                 push_bounded(&mut self.stats.block_ids, block_id);
                 push_bounded(&mut self.stats.trailers_seen, (block_id, seen));
+                let checked = if status == 0 {
+                    self.check_frame(buffer_id, block_id, valid_size, chunks, frames)
+                } else {
+                    Checked::Done(false)
+                };
+                match checked {
+                    Checked::Done(good) => self.count(good),
+                    Checked::Pending(c) => {
+                        self.pending.push_back(c);
+                        if self.check_slice.is_some() {
+                            return None;
+                        }
+                        return self.verify(frames);
+                    }
+                }
                 return Some(buffer_id);
             }
             Ok((
@@ -303,6 +381,11 @@ impl HostCore {
                     frames_dropped,
                 },
             )) => {
+                // the last message: every frame before it is judged before the stream counts
+                // as ended (their buffers stay with the host)
+                while !self.pending.is_empty() {
+                    self.verify(frames);
+                }
                 self.stats.stream_end = Some((last_block_id, frames_sent, frames_dropped));
             }
             Ok((
@@ -330,13 +413,24 @@ impl HostCore {
         valid: u64,
         chunks: Option<rdmacam_protocol::gev::gvsp::TrailerChunks>,
         frames: &[u8],
-    ) -> bool {
-        let Some((leader_block, leader)) = self.leaders.remove(&buffer_id) else {
-            return false;
-        };
-        let Some(pf) = PixelFormat::from_pfnc(leader.pixel_format) else {
-            return false;
-        };
+    ) -> Checked {
+        match self.check_header(buffer_id, block_id, valid, chunks, frames) {
+            Some(c) => c,
+            None => Checked::Done(false),
+        }
+    }
+
+    /// [`check_frame`](Self::check_frame); `None` = bad.
+    fn check_header(
+        &mut self,
+        buffer_id: u32,
+        block_id: u64,
+        valid: u64,
+        chunks: Option<rdmacam_protocol::gev::gvsp::TrailerChunks>,
+        frames: &[u8],
+    ) -> Option<Checked> {
+        let (leader_block, leader) = self.leaders.remove(&buffer_id)?;
+        let pf = PixelFormat::from_pfnc(leader.pixel_format)?;
         let spec = FrameSpec {
             width: leader.width,
             height: leader.height,
@@ -347,21 +441,19 @@ impl HostCore {
         };
         let size = spec.payload_size();
         let start = buffer_id as usize * self.cfg.buffer_size;
-        let Some(mem) = frames.get(start..start + self.cfg.buffer_size) else {
-            return false;
-        };
+        let mem = frames.get(start..start + self.cfg.buffer_size)?;
         // with chunk data the trailer says so, and the leader did too
         if chunks.is_some() != leader.chunks {
-            return false;
+            return None;
         }
         let payload = match chunks {
             Some(c) if c.payload_len as u64 == valid => valid as usize,
-            Some(_) => return false,
+            Some(_) => return None,
             None => size,
         };
         if leader_block != block_id || valid as usize != payload || payload > mem.len() || size < 8
         {
-            return false;
+            return None;
         }
         if chunks.is_some() {
             match parse_chunks(&mem[..payload]) {
@@ -380,10 +472,10 @@ impl HostCore {
                     if value(0x5243_0001).is_some_and(|v| v != block_id.to_be_bytes())
                         || value(0x5243_0003).is_some_and(|v| v != leader.width.to_be_bytes())
                     {
-                        return false;
+                        return None;
                     }
                 }
-                _ => return false,
+                _ => return None,
             }
         }
         if let Some(set) = self.images.clone() {
@@ -398,7 +490,7 @@ impl HostCore {
                 self.last_image = Some(i);
                 push_bounded(&mut self.stats.frame_numbers, i as u64);
             }
-            return found.is_some();
+            return Some(Checked::Done(found.is_some()));
         }
         let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
         push_bounded(&mut self.stats.frame_numbers, number);
@@ -408,9 +500,13 @@ impl HostCore {
             timestamp: 0,
             chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
         };
-        self.scratch.resize(size, 0);
-        pattern::fill(self.cfg.seed, &frame, 0, &mut self.scratch);
-        mem[..size] == self.scratch[..]
+        Some(Checked::Pending(PendingCheck {
+            buffer_id,
+            start,
+            size,
+            done: 0,
+            frame,
+        }))
     }
 }
 
@@ -668,6 +764,31 @@ impl OrspHost {
         }
     }
 
+    /// Compare frames in slices between receive batches ([`HostCore::defer_checks`]): the
+    /// caller sends its ACKs, then calls [`verify`](Self::verify).
+    pub fn defer_checks(&mut self, slice: usize) {
+        self.core.defer_checks(slice);
+    }
+
+    /// The application's share of the work, after the ACKs are out: one slice of the oldest
+    /// pending frame check; a finished frame's buffer goes back to the camera. Returns whether
+    /// there was a check to work on.
+    pub fn verify(&mut self) -> bool {
+        let Some(soft) = self.soft.as_ref() else {
+            return false;
+        };
+        if self.core.checks_pending() == 0 {
+            return false;
+        }
+        if let Some(done) = self.core.verify(soft.region(FRAME_RKEY))
+            && self.core.requeue()
+        {
+            let m = self.core.queue_message(&[done]);
+            self.send(m);
+        }
+        true
+    }
+
     /// Re-queue buffers by hand (tests that starve the camera, then recover).
     pub fn queue(&mut self, ids: &[u32]) {
         let m = self.core.queue_message(ids);
@@ -725,5 +846,144 @@ mod bounded {
             "the newest are kept"
         );
         assert!(v.windows(2).all(|w| w[1] == w[0] + 1));
+    }
+}
+
+#[cfg(test)]
+mod deferred {
+    use super::*;
+    use rdmacam_protocol::device::chunks::Chunks;
+    use rdmacam_protocol::gev::gvsp::{ImageLeader, ImageTrailer};
+
+    const W: u32 = 320;
+    const H: u32 = 200;
+    const SIZE: usize = (W * H) as usize;
+
+    fn core() -> HostCore {
+        HostCore::new(HostConfig {
+            host_ip: IpAddr::from([10, 0, 0, 1]),
+            camera_ip: IpAddr::from([10, 0, 0, 2]),
+            host_qpn: 0x11,
+            host_sq_psn: 0,
+            buffers: 4,
+            buffer_size: SIZE,
+            tx_port: 0xc002,
+            camera_rx_port: 4791,
+            seed: 7,
+            pattern: Pattern::Gradient,
+            requeue: true,
+        })
+    }
+
+    fn spec() -> FrameSpec {
+        FrameSpec {
+            width: W,
+            height: H,
+            offset_x: 0,
+            offset_y: 0,
+            pixel_format: PixelFormat::Mono8,
+            pattern: Pattern::Gradient,
+        }
+    }
+
+    /// Buffer `i` holds frame `i` as the camera writes it (what is under test is when and in
+    /// what pieces the host compares, not the pattern), with one byte flipped if asked.
+    fn write_frame(mem: &mut [u8], i: u32, flip: Option<usize>) {
+        let frame = Frame {
+            number: u64::from(i),
+            spec: spec(),
+            timestamp: 0,
+            chunks: Chunks::NONE,
+        };
+        let buf = &mut mem[i as usize * SIZE..][..SIZE];
+        pattern::fill(7, &frame, 0, buf);
+        if let Some(at) = flip {
+            buf[at] ^= 0x40;
+        }
+    }
+
+    fn leader(i: u32) -> Vec<u8> {
+        let l = ImageLeader {
+            timestamp: 0,
+            pixel_format: PixelFormat::Mono8.pfnc(),
+            width: W,
+            height: H,
+            offset_x: 0,
+            offset_y: 0,
+            chunks: false,
+        };
+        let mut b = vec![0; 256];
+        let n = msg::emit_leader(&mut b, 2 * i, i, SIZE as u64, u64::from(i) + 1, false, &l)
+            .expect("fits");
+        b.truncate(n);
+        b
+    }
+
+    fn trailer(i: u32) -> Vec<u8> {
+        let t = ImageTrailer {
+            size_y: H,
+            chunks: None,
+        };
+        let mut b = vec![0; 256];
+        let n = msg::emit_trailer(&mut b, 2 * i + 1, i, 0, SIZE as u64, u64::from(i) + 1, t)
+            .expect("fits");
+        b.truncate(n);
+        b
+    }
+
+    /// Frames 0 and 3 intact, 1 wrong in its first slice, 2 in its very last byte.
+    const FLIPS: [Option<usize>; 4] = [None, Some(9), Some(SIZE - 1), None];
+
+    #[test]
+    fn sliced_checks_judge_frames_as_whole_ones_do() {
+        for sliced in [false, true] {
+            let mut core = core();
+            if sliced {
+                core.defer_checks(1000);
+            }
+            let mut mem = vec![0u8; 4 * SIZE];
+            for (i, flip) in (0..4).zip(FLIPS) {
+                write_frame(&mut mem, i, flip);
+                assert_eq!(core.on_message(&leader(i), &mem), None);
+                let done = core.on_message(&trailer(i), &mem);
+                // inline, the TRAILER judges the frame; sliced, it only queues the comparison
+                assert_eq!(done, (!sliced).then_some(i), "sliced {sliced}");
+            }
+            if sliced {
+                assert_eq!(core.checks_pending(), 4);
+                assert_eq!((core.stats().good, core.stats().bad), (0, 0));
+                let (mut done, mut steps) = (Vec::new(), 0);
+                while core.checks_pending() > 0 {
+                    steps += 1;
+                    done.extend(core.verify(&mem));
+                }
+                assert_eq!(done, [0, 1, 2, 3], "buffers come back in TRAILER order");
+                // 64 slices of 1000 bytes per intact frame; a wrong byte ends its frame's check
+                assert_eq!(steps, 64 + 1 + 64 + 64);
+            }
+            let s = core.stats();
+            assert_eq!((s.good, s.bad), (2, 2), "sliced {sliced}");
+            assert_eq!(s.frame_numbers, [0, 1, 2, 3]);
+            assert_eq!(s.bytes, 4 * SIZE as u64, "bytes count at the TRAILER");
+        }
+    }
+
+    #[test]
+    fn stream_end_waits_for_the_checks_still_pending() {
+        let mut core = core();
+        core.defer_checks(1000);
+        let mut mem = vec![0u8; 4 * SIZE];
+        for (i, flip) in (0..4).zip(FLIPS) {
+            write_frame(&mut mem, i, flip);
+            core.on_message(&leader(i), &mem);
+            core.on_message(&trailer(i), &mem);
+        }
+        core.verify(&mem);
+        let mut b = vec![0; 64];
+        let n = msg::emit_stream_end(&mut b, 9, 4, 4, 0).expect("fits");
+        assert_eq!(core.on_message(&b[..n], &mem), None);
+        let s = core.stats();
+        assert_eq!(s.stream_end, Some((4, 4, 0)));
+        assert_eq!((s.good, s.bad, core.checks_pending()), (2, 2, 0));
     }
 }
