@@ -527,8 +527,11 @@ fn rdmacam_and_aravis_fake_camera_share_a_machine() {
         r#"set -u
 ip link set lo up
 arv-fake-gv-camera-0.8 -i 127.0.0.1 >/dev/null 2>&1 &
+fake=$!
 "{bin}" run --ip 127.0.0.2 --serial COEX2 --duration 30 2>/dev/null &
+c2=$!
 "{bin}" run --ip 127.0.0.3 --serial COEX3 --duration 30 2>/dev/null &
+c3=$!
 sleep 1.5
 echo "== list"
 timeout 20 arv-tool-0.8
@@ -547,7 +550,10 @@ try:
 except socket.timeout:
     print("stray silent")
 PY
-kill $(jobs -p) 2>/dev/null
+# by PID: `jobs -p` of a non-interactive sh listed nothing, and aravis's fake camera outlived
+# the test (and its namespace)
+kill $fake $c2 $c3 2>/dev/null
+wait $fake $c2 $c3 2>/dev/null
 "#,
         bin = bin.display()
     );
