@@ -808,6 +808,11 @@ impl OrspHost {
         p.copy_to(&self.msgs[..], out)
     }
 
+    /// Whether a NAK waits to be sent: send it before reading on.
+    pub fn nak_pending(&self) -> bool {
+        self.soft.as_ref().is_some_and(|s| s.nak_pending())
+    }
+
     /// When the host next needs [`handle_timeout`](Self::handle_timeout).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.requester.as_ref().and_then(|r| r.poll_timeout())

@@ -162,6 +162,9 @@ pub enum HostTransport {
 /// its ACKs never wait for a whole frame's check.
 const CHECK_SLICE: usize = 64 * 1024;
 
+/// Packets the soft host reads before it sends the ACKs due (a NAK goes at once).
+const ACK_BATCH: usize = 32;
+
 fn pump(
     host: &mut OrspHost,
     roce: &mut RoceSocket,
@@ -171,12 +174,21 @@ fn pump(
 ) -> Result<bool> {
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut busy = false;
-    for _ in 0..4096 {
+    for i in 0..4096 {
         let Some((src, dst, ecn, ib)) = roce.recv_ecn(rx) else {
             break;
         };
         busy = true;
         host.handle_ib(now(), src, dst, ecn, ib);
+        // Answer as a NIC would, not only when the socket is drained: a NAK at once (the camera
+        // goes back sooner, and what it sends again queues behind what is still to be read
+        // instead of arriving after the drain), ACKs every ACK_BATCH packets (the camera's
+        // window keeps moving, and its round-trip samples stay those of the path)
+        if host.nak_pending() || (i + 1) % ACK_BATCH == 0 {
+            while let Some(n) = host.poll_transmit(now(), tx) {
+                roce.send(&tx[..n])?;
+            }
+        }
     }
     host.handle_timeout(now());
     while let Some(n) = host.poll_transmit(now(), tx) {

@@ -150,6 +150,11 @@ impl SoftHost {
         self.responder.poll_transmit(buf)
     }
 
+    /// Whether a NAK is waiting to be sent ([`Responder::nak_pending`]).
+    pub fn nak_pending(&self) -> bool {
+        self.responder.nak_pending()
+    }
+
     /// Receive completions so far, in order.
     pub fn received(&self) -> &[Received] {
         &self.received

@@ -99,6 +99,40 @@ fn host_responder_places_vectors_a_b_c_and_acks() {
     assert_eq!(r.expected_psn(), 0x103);
 }
 
+/// A host sends a NAK at once and may hold ACKs back to coalesce them: `nak_pending` tells the
+/// two apart (vector A, PSN 0x100, arriving in sequence, then one packet early).
+#[test]
+fn a_pending_nak_is_told_from_a_pending_ack() {
+    let a = vector('A');
+    let (src, dst, ecn, ib) = split_rocev2(&a).unwrap();
+    let mut buf = [0u8; 128];
+    for (expected, nak) in [(0x100, false), (0x0ff, true)] {
+        let cfg = ResponderConfig::new(
+            0x11,
+            0x22,
+            expected,
+            Path::new(IpAddr::V4(HOST), IpAddr::V4(CAM)),
+        );
+        let mut r: Responder<4, 2, 8> = Responder::new(cfg);
+        r.register(MemoryRegion {
+            rkey: 0x1234,
+            va: 0x7f00_0000_0000,
+            len: 1 << 20,
+        });
+        assert!(!r.nak_pending() && !r.has_reply());
+        r.handle_ib(Instant::ZERO, src, dst, ecn, ib);
+        assert!(r.has_reply());
+        assert_eq!(r.nak_pending(), nak, "expecting {expected:#x}");
+        let n = r.poll_transmit(&mut buf).unwrap();
+        let (reply, _) = IbRepr::parse(&buf[28..n]).unwrap();
+        assert_eq!(
+            matches!(reply.aeth.unwrap().syndrome, AethSyndrome::Nak(_)),
+            nak
+        );
+        assert!(!r.nak_pending(), "sent");
+    }
+}
+
 #[test]
 fn camera_requester_acts_on_vectors_d_e_f() {
     let cfg = RequesterConfig::new(

@@ -643,6 +643,20 @@ impl<const RQ: usize, const MR: usize, const CQ: usize> Responder<RQ, MR, CQ> {
         !self.replies.is_empty()
     }
 
+    /// Whether a NAK (sequence error, RNR, fatal) is waiting to be sent: a NIC sends it at
+    /// once, while ACKs may wait to be coalesced.
+    pub fn nak_pending(&self) -> bool {
+        self.replies.iter().any(|r| {
+            matches!(
+                r,
+                Reply::Ack {
+                    syndrome: AethSyndrome::Nak(_) | AethSyndrome::RnrNak { .. },
+                    ..
+                }
+            )
+        })
+    }
+
     /// Write the next ACK/NAK/CNP as an IP packet into `buf`; returns its length.
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<usize> {
         let r = self.replies.pop_front()?;
