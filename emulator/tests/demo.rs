@@ -80,8 +80,8 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480 * 2));
 
     // 20 % loss both ways: slow, but the stream goes on to the end (it used to die after a few
-    // dozen frames in "retries exhausted" while the link still delivered); a frame may be
-    // dropped by the camera when the host's lossy QUEUEs come late, and is then reported
+    // dozen frames in "retries exhausted" while the link still delivered), and every frame
+    // arrives
     let (code, s, text) = demo(&[
         "--frames",
         "30",
@@ -109,20 +109,28 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
         30,
         "every frame arrived or was reported dropped: {s}"
     );
-    assert!(received >= 20, "{s}");
+    assert_eq!(dropped, 0, "{s}");
 
-    // the same at the demo's own defaults (100 frames/s, 16 buffers): the camera drops more
-    // frames while the host's QUEUEs wait, and says so; none is bad, none goes missing
-    let (code, s, text) = demo(&[
-        "--frames", "30", "--width", "640", "--height", "480", "--loss", "0.2", "--seed", "7",
-    ]);
-    assert_eq!(code, 0, "{text}");
-    assert_eq!(s["frames_bad"].as_u64(), Some(0), "{s}");
-    assert_eq!(
-        s["frames_received"].as_u64().unwrap() + s["frames_dropped"].as_u64().unwrap(),
-        30,
-        "every frame arrived or was reported dropped: {s}"
-    );
+    // the same at the demo's own defaults (100 frames/s, 16 buffers). The host used to start
+    // acquisition as soon as it had sent its ANNOUNCE: when that was lost, the frames due
+    // before it was sent again found no buffer and the camera dropped them (reported, but 14
+    // of 30 with this seed; 4 of 7 seeds dropped some). It now starts once the camera has
+    // acknowledged its buffers.
+    for seed in ["7", "5"] {
+        let (code, s, text) = demo(&[
+            "--frames", "30", "--width", "640", "--height", "480", "--loss", "0.2", "--seed", seed,
+        ]);
+        assert_eq!(code, 0, "{text}");
+        assert_eq!(
+            (
+                s["frames_received"].as_u64(),
+                s["frames_bad"].as_u64(),
+                s["frames_dropped"].as_u64()
+            ),
+            (Some(30), Some(0), Some(0)),
+            "seed {seed}: {s}"
+        );
+    }
 }
 
 #[test]

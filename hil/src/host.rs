@@ -830,7 +830,7 @@ impl OrspHost {
 
     /// Whether the host's own SENDs have all been acknowledged.
     pub fn idle(&self) -> bool {
-        self.requester.as_ref().is_none_or(|r| r.outstanding() == 0)
+        self.backlog.is_empty() && self.requester.as_ref().is_none_or(|r| r.outstanding() == 0)
     }
 }
 

@@ -417,6 +417,16 @@ impl Plane {
         Ok(())
     }
 
+    /// Whether the camera has acknowledged every message this host sent (its buffers are
+    /// announced and queued).
+    fn sends_done(&self) -> bool {
+        match self {
+            Plane::Soft(p) => p.host.idle(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.sends_done(),
+        }
+    }
+
     /// Nothing to do: wait for the next datagram (soft, at most 1 ms, so timers and the
     /// heartbeat run), or until a solicited completion (verbs).
     fn wait(&mut self) -> Result<()> {
@@ -745,6 +755,21 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
         }
     }
     plane.announce()?;
+    // Start only once the camera holds the buffers: frames due before the ANNOUNCE arrives
+    // (lost and sent again on a lossy link) find no buffer and are dropped, as a camera must.
+    let t0 = StdInstant::now();
+    while !plane.sends_done() {
+        if t0.elapsed() > Duration::from_secs(5) {
+            bail!(
+                "the camera did not acknowledge the buffer ANNOUNCE within 5 s: is {} reachable \
+                 from {roce_local}?",
+                std::net::SocketAddr::new(camera_roce, o.camera_rx_port)
+            );
+        }
+        if !plane.pump()? {
+            plane.wait()?;
+        }
+    }
     match o.frames {
         Some(n) => {
             gvcp.write(regs::ACQUISITION_MODE, 2)?;

@@ -152,6 +152,11 @@ impl VerbsHost {
         Ok(())
     }
 
+    /// Whether every SEND posted so far has completed (the camera acknowledged it).
+    pub fn sends_done(&self) -> bool {
+        self.pending.is_empty() && self.free_send.len() == SEND_SLOTS as usize
+    }
+
     fn send(&mut self, bytes: Vec<u8>) -> Result<()> {
         self.pending.push_back(bytes);
         self.post_pending()
