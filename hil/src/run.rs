@@ -347,7 +347,19 @@ struct SoftPlane {
     t0: StdInstant,
     rx: Vec<u8>,
     tx: Vec<u8>,
+    /// When a pump last moved a packet (busy-polling applies while the stream is flowing).
+    active: StdInstant,
 }
+
+/// While packets are flowing (the last one moved less than [`BUSY_POLL_WHILE`] ago), the soft
+/// host polls its socket for up to this long before it sleeps, as an RDMA application polls its
+/// completion queue. A sleeping receiver makes the sender pay a wake-up for nearly every packet
+/// (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the camera's
+/// window is small and the host often catches up, that cost the demo a fifth to a third of its
+/// goodput (docs/BENCHMARKS.md).
+const BUSY_POLL: Duration = Duration::from_micros(20);
+/// How recently a packet must have moved for the host to busy-poll rather than sleep at once.
+const BUSY_POLL_WHILE: Duration = Duration::from_micros(500);
 
 /// The host's data plane: the soft host on a UDP socket, or a verbs QP.
 enum Plane {
@@ -433,6 +445,14 @@ impl Plane {
         match self {
             Plane::Soft(p) => {
                 use std::os::fd::AsFd;
+                if p.active.elapsed() < BUSY_POLL_WHILE {
+                    let spin = StdInstant::now();
+                    while spin.elapsed() < BUSY_POLL {
+                        if crate::net::wait_readable([p.roce.as_fd()], Duration::ZERO)? {
+                            return Ok(());
+                        }
+                    }
+                }
                 crate::net::wait_readable([p.roce.as_fd()], Duration::from_millis(1))?;
             }
             #[cfg(feature = "verbs")]
@@ -459,7 +479,13 @@ impl Plane {
 
     fn pump(&mut self) -> Result<bool> {
         match self {
-            Plane::Soft(p) => pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx),
+            Plane::Soft(p) => {
+                let busy = pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx)?;
+                if busy {
+                    p.active = StdInstant::now();
+                }
+                Ok(busy)
+            }
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => v.pump(),
         }
@@ -662,6 +688,7 @@ fn session(o: &HostOptions, stop: &Arc<AtomicBool>, gvcp: &mut GvcpClient) -> Re
                 t0: StdInstant::now(),
                 rx: vec![0u8; 65536],
                 tx: Vec::new(),
+                active: StdInstant::now(),
             }));
             (plane, camera_pmtu.min(Pmtu::Mtu4096))
         }
