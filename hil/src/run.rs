@@ -174,11 +174,13 @@ fn pump(
 ) -> Result<bool> {
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut busy = false;
+    let mut received = 0;
     for i in 0..4096 {
         let Some((src, dst, ecn, ib)) = roce.recv_ecn(rx) else {
             break;
         };
         busy = true;
+        received += ib.len();
         host.handle_ib(now(), src, dst, ecn, ib);
         // Answer as a NIC would, not only when the socket is drained: a NAK at once (the camera
         // goes back sooner, and what it sends again queues behind what is still to be read
@@ -195,13 +197,17 @@ fn pump(
         roce.send(&tx[..n])?;
         busy = true;
     }
-    // the ACKs are out: now a slice of the application's work (a frame check), and the QUEUE
-    // that gives a checked buffer back
-    if host.verify() {
+    // the ACKs are out: now the application's work (frame checks), as many bytes as arrived
+    // (at least a slice), so checking keeps pace with receiving and buffers go back (QUEUE) as
+    // fast as they fill; one slice per burst let a host short of CPU fall behind, hold every
+    // buffer and make the camera drop frames
+    let mut checked = 0;
+    while checked < received.max(1) && host.verify() {
         busy = true;
-        while let Some(n) = host.poll_transmit(now(), tx) {
-            roce.send(&tx[..n])?;
-        }
+        checked += CHECK_SLICE;
+    }
+    while let Some(n) = host.poll_transmit(now(), tx) {
+        roce.send(&tx[..n])?;
     }
     Ok(busy)
 }
