@@ -356,11 +356,10 @@ impl HostCore {
                 self.stats.bytes += valid_size;
                 push_bounded(&mut self.stats.block_ids, block_id);
                 push_bounded(&mut self.stats.trailers_seen, (block_id, seen));
-                let checked = if status == 0 {
-                    self.check_frame(buffer_id, block_id, valid_size, chunks, frames)
-                } else {
-                    Checked::Done(false)
-                };
+                let checked = (status == 0)
+                    .then(|| self.check_frame(buffer_id, block_id, valid_size, chunks, frames))
+                    .flatten()
+                    .unwrap_or(Checked::Done(false));
                 match checked {
                     Checked::Done(good) => self.count(good),
                     Checked::Pending(c) => {
@@ -405,23 +404,9 @@ impl HostCore {
         self.stats.hello = Some(hello);
     }
 
-    /// Compare a buffer with the synthetic frame its stamp names.
+    /// Check a finished buffer against its LEADER, its TRAILER and (replayed images) its bytes;
+    /// a synthetic frame's bytes are left to [`verify`](Self::verify). `None` = bad.
     fn check_frame(
-        &mut self,
-        buffer_id: u32,
-        block_id: u64,
-        valid: u64,
-        chunks: Option<rdmacam_protocol::gev::gvsp::TrailerChunks>,
-        frames: &[u8],
-    ) -> Checked {
-        match self.check_header(buffer_id, block_id, valid, chunks, frames) {
-            Some(c) => c,
-            None => Checked::Done(false),
-        }
-    }
-
-    /// [`check_frame`](Self::check_frame); `None` = bad.
-    fn check_header(
         &mut self,
         buffer_id: u32,
         block_id: u64,
