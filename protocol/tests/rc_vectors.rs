@@ -26,20 +26,27 @@ fn vector(name: char) -> Vec<u8> {
 const CAM: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 2);
 const HOST: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 1);
 
-#[test]
-fn host_responder_places_vectors_a_b_c_and_acks() {
+/// The host QP the vectors address (QPN 0x11, the camera's 0x22), expecting `psn`, with the
+/// region vectors A and B write into (rkey 0x1234).
+fn host_responder(psn: u32) -> Responder<4, 2, 8> {
     let cfg = ResponderConfig::new(
         0x11,
         0x22,
-        0x100,
+        psn,
         Path::new(IpAddr::V4(HOST), IpAddr::V4(CAM)),
     );
-    let mut r: Responder<4, 2, 8> = Responder::new(cfg);
+    let mut r = Responder::new(cfg);
     r.register(MemoryRegion {
         rkey: 0x1234,
         va: 0x7f00_0000_0000,
         len: 1 << 20,
     });
+    r
+}
+
+#[test]
+fn host_responder_places_vectors_a_b_c_and_acks() {
+    let mut r = host_responder(0x100);
     let a = vector('A');
     let (src, dst, ecn, ib) = split_rocev2(&a).unwrap();
     let p = r.handle_ib(Instant::ZERO, src, dst, ecn, ib);
@@ -107,18 +114,7 @@ fn a_pending_nak_is_told_from_a_pending_ack() {
     let (src, dst, ecn, ib) = split_rocev2(&a).unwrap();
     let mut buf = [0u8; 128];
     for (expected, nak) in [(0x100, false), (0x0ff, true)] {
-        let cfg = ResponderConfig::new(
-            0x11,
-            0x22,
-            expected,
-            Path::new(IpAddr::V4(HOST), IpAddr::V4(CAM)),
-        );
-        let mut r: Responder<4, 2, 8> = Responder::new(cfg);
-        r.register(MemoryRegion {
-            rkey: 0x1234,
-            va: 0x7f00_0000_0000,
-            len: 1 << 20,
-        });
+        let mut r = host_responder(expected);
         assert!(!r.nak_pending() && !r.has_reply());
         r.handle_ib(Instant::ZERO, src, dst, ecn, ib);
         assert!(r.has_reply());
