@@ -117,27 +117,16 @@ pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
         };
     }
     let host = HostOptions {
-        camera: ip,
         gvcp_port: DEMO_GVCP_PORT,
-        local: ip,
         rx_port: DEMO_HOST_ROCE_PORT,
-        roce_local: None,
-        camera_roce: None,
         camera_rx_port: DEMO_CAMERA_ROCE_PORT,
         buffers: o.buffers,
-        frames: Some(o.frames),
-        duration: None,
         loss: o.loss,
         seed: o.seed,
         fps: Some(o.fps),
         progress: o.progress,
-        cm_port: None,
-        transport: Default::default(),
-        latency_log: None,
-        chunks: false,
         reconnects: o.reconnects,
-        inject: Vec::new(),
-        images: None,
+        ..HostOptions::new(ip, ip, o.frames)
     };
     let result = run_host(&host, &Arc::new(AtomicBool::new(false)));
     stop_camera.store(true, Ordering::SeqCst);

@@ -116,27 +116,14 @@ fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 
 fn host_options(frames: u64, cm_port: Option<u16>) -> rdmacam_hil::run::HostOptions {
     rdmacam_hil::run::HostOptions {
-        camera: "192.0.2.2".parse().unwrap(),
-        gvcp_port: 3956,
-        local: "192.0.2.1".parse().unwrap(),
-        rx_port: 4791,
-        roce_local: None,
-        camera_roce: None,
-        camera_rx_port: 4791,
         buffers: 8,
-        frames: Some(frames),
-        duration: None,
-        loss: 0.0,
-        seed: 1,
         fps: Some(100.0),
-        progress: false,
         cm_port,
-        transport: Default::default(),
-        latency_log: None,
-        chunks: false,
-        reconnects: 0,
-        inject: Vec::new(),
-        images: None,
+        ..rdmacam_hil::run::HostOptions::new(
+            "192.0.2.2".parse().unwrap(),
+            "192.0.2.1".parse().unwrap(),
+            frames,
+        )
     }
 }
 

@@ -72,6 +72,39 @@ pub struct HostOptions {
     pub inject: Vec<Injection>,
 }
 
+impl HostOptions {
+    /// The soft host at `local` streaming `frames` frames from the camera at `camera` on the
+    /// standard ports (GVCP 3956, RoCEv2 4791 both ways) into 16 buffers, at the camera's frame
+    /// rate, with the register exchange, checking the synthetic pattern (seed 1); nothing lost on
+    /// purpose, no progress line, no chunks, no reconnection, no faults, no logs. Callers change
+    /// what they need with struct update syntax.
+    pub fn new(camera: Ipv4Addr, local: Ipv4Addr, frames: u64) -> Self {
+        HostOptions {
+            camera,
+            gvcp_port: 3956,
+            local,
+            rx_port: 4791,
+            roce_local: None,
+            camera_roce: None,
+            camera_rx_port: 4791,
+            buffers: 16,
+            frames: Some(frames),
+            duration: None,
+            loss: 0.0,
+            seed: 1,
+            fps: None,
+            progress: false,
+            cm_port: None,
+            transport: HostTransport::Soft,
+            latency_log: None,
+            chunks: false,
+            images: None,
+            reconnects: 0,
+            inject: Vec::new(),
+        }
+    }
+}
+
 /// A fault the host asks the camera for through the FaultInjection features once
 /// `after_frames` frames arrived (`rdmacam-host --inject-fault N:KIND[:AMOUNT]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

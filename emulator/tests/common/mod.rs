@@ -60,26 +60,10 @@ pub fn host_options(
     frames: u64,
 ) -> rdmacam_hil::run::HostOptions {
     rdmacam_hil::run::HostOptions {
-        camera,
         gvcp_port: ports.0,
-        local,
         rx_port: ports.2,
-        roce_local: None,
-        camera_roce: None,
         camera_rx_port: ports.1,
         buffers: 8,
-        frames: Some(frames),
-        duration: None,
-        loss: 0.0,
-        seed: 1,
-        fps: None,
-        progress: false,
-        cm_port: None,
-        transport: Default::default(),
-        latency_log: None,
-        chunks: false,
-        reconnects: 0,
-        inject: Vec::new(),
-        images: None,
+        ..rdmacam_hil::run::HostOptions::new(camera, local, frames)
     }
 }
