@@ -133,6 +133,19 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
             "seed {seed}: {s}"
         );
     }
+
+    // and at the demo's own defaults (100 frames/s, 16 buffers), which users run: what the
+    // lossy link cannot carry the camera drops and reports; no frame is bad or goes missing
+    let (code, s, text) = demo(&[
+        "--frames", "30", "--width", "640", "--height", "480", "--loss", "0.2", "--seed", "7",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(s["frames_bad"].as_u64(), Some(0), "{s}");
+    assert_eq!(
+        s["frames_received"].as_u64().unwrap() + s["frames_dropped"].as_u64().unwrap(),
+        30,
+        "every frame arrived or was reported dropped: {s}"
+    );
 }
 
 #[test]
