@@ -195,8 +195,12 @@ pub enum HostTransport {
 /// its ACKs never wait for a whole frame's check.
 const CHECK_SLICE: usize = 64 * 1024;
 
-/// Packets the soft host reads before it sends the ACKs due (a NAK goes at once).
-const ACK_BATCH: usize = 32;
+/// Packets the soft host reads before it sends the ACKs due (a NAK goes at once). Under loss
+/// the camera's window shrinks to a few dozen packets and asks for an ACK four times per
+/// window: ACKs every 32 packets then came once per window, and sending stopped and waited for
+/// each. Every 8: 1 % loss 5.0 -> 5.7-6.1 Gbit/s in `rdmacam demo` (16: no gain; 1, 2, 4: the
+/// same as 8 within noise; docs/BENCHMARKS.md).
+const ACK_BATCH: usize = 8;
 
 fn pump(
     host: &mut OrspHost,
