@@ -95,6 +95,7 @@ pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
         verbs: None,
         gso: true,
         gvsp_gso: false,
+        busy_poll: None,
         latency_log: None,
         trigger_hz: None,
         images: None,

@@ -188,6 +188,11 @@ struct RunArgs {
     /// (aravis as root, arv-viewer) sees each run as one datagram and gets garbled frames.
     #[arg(long)]
     gvsp_gso: bool,
+    /// While RoCEv2 packets flow, poll for ACKs this many microseconds before sleeping
+    /// (--transport udp; 0 = sleep at once). Default: 50 for one camera, 0 with several
+    /// (--cameras, a list of --ip, --rig), which would spin against each other.
+    #[arg(long, value_name = "US")]
+    busy_poll_us: Option<u32>,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) to FILE as CSV;
     /// with rdmacam-host --latency-log, scripts/latency.py gives p50/p99 latency.
     #[arg(long, value_name = "FILE")]
@@ -363,6 +368,9 @@ fn main() -> ExitCode {
                 verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
                 gso: !a.no_gso,
                 gvsp_gso: a.gvsp_gso,
+                busy_poll: a
+                    .busy_poll_us
+                    .map(|us| std::time::Duration::from_micros(u64::from(us))),
                 latency_log: a.latency_log,
                 faults: a.faults,
                 index: 0,
