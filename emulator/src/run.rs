@@ -859,26 +859,32 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
                 let into = t0.elapsed().as_secs_f64() % half;
                 wait = wait.min(Duration::from_secs_f64(half - into));
             }
-            // Block on the sockets until a packet (an ACK, a command) arrives or a timer is
-            // due; never spin (a spinning camera starves the host's receive thread on a small
-            // machine), and never sleep blind (an ACK would wait out the whole sleep). The verbs
-            // transport's completions have no descriptor here and wait out the timeout.
             // RoCEv2 traffic just moved: the ACK that opens the window is due within a round
-            // trip, so poll for it a little before sleeping (`busy_poll`)
+            // trip, so poll for it a little before sleeping (`busy_poll`, never past the next
+            // timer)
             if !busy_poll.is_zero()
                 && !wait.is_zero()
                 && last_busy.elapsed() < BUSY_POLL_WHILE
                 && let Some(r) = roce.as_ref()
             {
                 let spin = StdInstant::now();
-                while spin.elapsed() < busy_poll {
-                    if rdmacam_hil::net::wait_readable([r.as_fd()], Duration::ZERO).unwrap_or(false)
-                    {
-                        wait = Duration::ZERO;
-                        break;
-                    }
+                let limit = busy_poll.min(wait);
+                let mut arrived = false;
+                while !arrived && spin.elapsed() < limit {
+                    arrived = rdmacam_hil::net::wait_readable([r.as_fd()], Duration::ZERO)
+                        .unwrap_or(false);
                 }
+                wait = if arrived {
+                    Duration::ZERO
+                } else {
+                    wait.saturating_sub(spin.elapsed())
+                };
             }
+            // Block on the sockets until a packet (an ACK, a command) arrives or a timer is
+            // due; spin no longer than above (a spinning camera starves the host's receive
+            // thread on a small machine), and never sleep blind (an ACK would wait out the whole
+            // sleep). The verbs transport's completions have no descriptor here and wait out
+            // the timeout.
             if !wait.is_zero() {
                 let c = control.as_fd();
                 let d0 = discovery[0].as_fd();
