@@ -94,7 +94,9 @@ pub struct RunOptions {
     pub gvsp_gso: bool,
     /// While RoCEv2 packets flow, poll the RoCEv2 socket this long for an ACK before sleeping
     /// (an RDMA NIC's requester never sleeps; a sleeping camera pays a wake-up per window,
-    /// which on a lossy link, where the window is small, halves its goodput). `None` = 50 µs
+    /// which on a lossy link, where the window is small, halves its goodput); polls that catch
+    /// nothing back off (a busy machine, where the spinning would take the peer's core)
+    /// ([`SpinBackoff`]). `None` = 50 µs
     /// for a camera alone in its process, 0 when several share it (they would spin against
     /// each other).
     pub busy_poll: Option<Duration>,
@@ -383,6 +385,46 @@ impl RunOptions {
 /// (docs/BENCHMARKS.md): 30-75 µs give the same goodput at 1 % and 5 % loss, none a third less.
 pub const BUSY_POLL: Duration = Duration::from_micros(50);
 
+/// Whether the camera busy-polls before its next sleep: only while polling pays. A poll that
+/// ends with nothing arrived says the peer is not answering within a round trip (descheduled
+/// on a busy machine, where the camera's spinning would take the very core the peer waits
+/// for): the next 1, 2, 4, ... 64 idle waits sleep at once; a poll that catches a packet
+/// resets that.
+#[derive(Debug)]
+struct SpinBackoff {
+    /// Idle waits still to sleep through without polling.
+    skip: u32,
+    /// How many the next miss skips.
+    next: u32,
+}
+
+impl Default for SpinBackoff {
+    fn default() -> Self {
+        SpinBackoff { skip: 0, next: 1 }
+    }
+}
+
+impl SpinBackoff {
+    /// Poll before this wait? (Counts a skipped wait.)
+    fn ready(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// What the poll found.
+    fn outcome(&mut self, arrived: bool) {
+        if arrived {
+            self.next = 1;
+        } else {
+            self.skip = self.next;
+            self.next = (self.next * 2).min(64);
+        }
+    }
+}
+
 /// How recently the camera must have moved RoCEv2 packets for it to busy-poll.
 const BUSY_POLL_WHILE: Duration = Duration::from_micros(500);
 
@@ -566,6 +608,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
     let mut tx_len = [0usize; TX_BATCH];
     let mut gso_batch: Vec<TxPacket> = Vec::with_capacity(GSO_MAX_SEGMENTS);
     let busy_poll = opts.busy_poll.unwrap_or(BUSY_POLL);
+    let mut spin = SpinBackoff::default();
     let mut last_busy = StdInstant::now();
     while !stop.load(Ordering::SeqCst) {
         if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
@@ -866,18 +909,20 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
                 && !wait.is_zero()
                 && last_busy.elapsed() < BUSY_POLL_WHILE
                 && let Some(r) = roce.as_ref()
+                && spin.ready()
             {
-                let spin = StdInstant::now();
+                let t = StdInstant::now();
                 let limit = busy_poll.min(wait);
                 let mut arrived = false;
-                while !arrived && spin.elapsed() < limit {
+                while !arrived && t.elapsed() < limit {
                     arrived = rdmacam_hil::net::wait_readable([r.as_fd()], Duration::ZERO)
                         .unwrap_or(false);
                 }
+                spin.outcome(arrived);
                 wait = if arrived {
                     Duration::ZERO
                 } else {
-                    wait.saturating_sub(spin.elapsed())
+                    wait.saturating_sub(t.elapsed())
                 };
             }
             // Block on the sockets until a packet (an ACK, a command) arrives or a timer is
@@ -1356,6 +1401,27 @@ impl GvspBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_polling_backs_off_while_it_catches_nothing() {
+        let mut s = SpinBackoff::default();
+        assert!(s.ready());
+        s.outcome(true);
+        assert!(s.ready(), "a poll that caught a packet polls again");
+        // misses skip 1, 2, 4, ... idle waits, at most 64
+        for skip in [1, 2, 4, 8, 16, 32, 64, 64] {
+            s.outcome(false);
+            for _ in 0..skip {
+                assert!(!s.ready());
+            }
+            assert!(s.ready(), "after {skip} skipped waits");
+        }
+        // a catch resets the backoff
+        s.outcome(true);
+        s.outcome(false);
+        assert!(!s.ready());
+        assert!(s.ready());
+    }
 
     #[test]
     fn camera_addresses_from_a_count_or_a_list() {
