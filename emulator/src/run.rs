@@ -96,7 +96,7 @@ pub struct RunOptions {
     /// (an RDMA NIC's requester never sleeps; a sleeping camera pays a wake-up per window,
     /// which on a lossy link, where the window is small, halves its goodput); polls that catch
     /// nothing back off (a busy machine, where the spinning would take the peer's core)
-    /// ([`SpinBackoff`]). `None` = 50 µs
+    /// (`SpinBackoff`). `None` = 50 µs
     /// for a camera alone in its process, 0 when several share it (they would spin against
     /// each other).
     pub busy_poll: Option<Duration>,
