@@ -94,11 +94,10 @@ pub struct RunOptions {
     pub gvsp_gso: bool,
     /// While RoCEv2 packets flow, poll the RoCEv2 socket this long for an ACK before sleeping
     /// (an RDMA NIC's requester never sleeps; a sleeping camera pays a wake-up per window,
-    /// which on a lossy link, where the window is small, halves its goodput); polls that catch
-    /// nothing back off (a busy machine, where the spinning would take the peer's core)
-    /// (`SpinBackoff`). `None` = 50 µs
-    /// for a camera alone in its process, 0 when several share it (they would spin against
-    /// each other).
+    /// which on a lossy link, where the window is small, halves its goodput). Polls that catch
+    /// nothing back off (`SpinBackoff`: on a busy machine the spinning would take the peer's
+    /// core). `None` = [`BUSY_POLL`] for a camera alone in its process, 0 when several share
+    /// it (they would spin against each other).
     pub busy_poll: Option<Duration>,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
@@ -424,9 +423,6 @@ impl SpinBackoff {
         }
     }
 }
-
-/// How recently the camera must have moved RoCEv2 packets for it to busy-poll.
-const BUSY_POLL_WHILE: Duration = Duration::from_micros(500);
 
 /// The largest sensor the emulator offers, per side (a 16k x 16k Mono8 frame is 256 MiB).
 pub const MAX_SENSOR: u32 = 16_384;
@@ -886,8 +882,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
         gvsp.flush(&stream_sock);
         if busy {
             last_busy = StdInstant::now();
-        }
-        if !busy {
+        } else {
             let mut wait = cam
                 .poll_timeout()
                 .map(|t| Duration::from_nanos(t.0.saturating_sub(now().0)))
@@ -907,17 +902,13 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
             // timer)
             if !busy_poll.is_zero()
                 && !wait.is_zero()
-                && last_busy.elapsed() < BUSY_POLL_WHILE
+                && last_busy.elapsed() < rdmacam_hil::net::BUSY_POLL_WHILE
                 && let Some(r) = roce.as_ref()
                 && spin.ready()
             {
                 let t = StdInstant::now();
-                let limit = busy_poll.min(wait);
-                let mut arrived = false;
-                while !arrived && t.elapsed() < limit {
-                    arrived = rdmacam_hil::net::wait_readable([r.as_fd()], Duration::ZERO)
-                        .unwrap_or(false);
-                }
+                let arrived =
+                    rdmacam_hil::net::busy_poll(r.as_fd(), busy_poll.min(wait)).unwrap_or(false);
                 spin.outcome(arrived);
                 wait = if arrived {
                     Duration::ZERO

@@ -166,7 +166,9 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
 /// from a raw socket (needs CAP_NET_RAW: skipped with a message without it). A UDP GSO send
 /// arrives there as one super-packet; it is cut at the segment size the first packet's ICRC
 /// verifies with, and segment i is checked with identification base + i, as the kernel
-/// numbers the datagrams it cuts.
+/// numbers the datagrams it cuts. What is independent of the camera here is the kernel's
+/// numbering; the ICRC arithmetic (`raw_rocev2`) is the one held to real rxe's answers in
+/// `hil/tests/rxe_replay.rs` and the Soft-RoCE VM.
 struct WireIcrc {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<WireCount>,

@@ -203,6 +203,24 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// How recently packets must have moved for a receive loop to busy-poll ([`busy_poll`]) rather
+/// than sleep at once: the stream is flowing, and the next packet is due within a round trip.
+pub const BUSY_POLL_WHILE: Duration = Duration::from_micros(500);
+
+/// Poll `fd` without sleeping until it has something to read (true) or `limit` passes (false),
+/// as an RDMA application polls its completion queue: a receiver that sleeps makes its peer
+/// pay a wake-up for the next packet. Used by the camera (for ACKs) and the soft host (for
+/// data) while a stream flows.
+pub fn busy_poll(fd: BorrowedFd<'_>, limit: Duration) -> std::io::Result<bool> {
+    let t = StdInstant::now();
+    while t.elapsed() < limit {
+        if wait_readable([fd], Duration::ZERO)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Block until one of `fds` has something to read or `timeout` passes; true if one has.
 /// `ppoll`, so the timeout has microsecond resolution: an idle loop that waits here wakes
 /// when an ACK or a command arrives, where a fixed sleep would add its whole length (and a

@@ -394,15 +394,13 @@ struct SoftPlane {
     active: StdInstant,
 }
 
-/// While packets are flowing (the last one moved less than [`BUSY_POLL_WHILE`] ago), the soft
-/// host polls its socket for up to this long before it sleeps, as an RDMA application polls its
-/// completion queue. A sleeping receiver makes the sender pay a wake-up for nearly every packet
+/// While packets are flowing (the last one moved less than
+/// [`BUSY_POLL_WHILE`](crate::net::BUSY_POLL_WHILE) ago), the soft host polls its socket for up
+/// to this long before it sleeps ([`busy_poll`](crate::net::busy_poll)). A sleeping receiver makes the sender pay a wake-up for nearly every packet
 /// (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the camera's
 /// window is small and the host often catches up, that cost the demo a fifth to a third of its
 /// goodput (docs/BENCHMARKS.md).
 const BUSY_POLL: Duration = Duration::from_micros(20);
-/// How recently a packet must have moved for the host to busy-poll rather than sleep at once.
-const BUSY_POLL_WHILE: Duration = Duration::from_micros(500);
 
 /// The host's data plane: the soft host on a UDP socket, or a verbs QP.
 enum Plane {
@@ -488,13 +486,10 @@ impl Plane {
         match self {
             Plane::Soft(p) => {
                 use std::os::fd::AsFd;
-                if p.active.elapsed() < BUSY_POLL_WHILE {
-                    let spin = StdInstant::now();
-                    while spin.elapsed() < BUSY_POLL {
-                        if crate::net::wait_readable([p.roce.as_fd()], Duration::ZERO)? {
-                            return Ok(());
-                        }
-                    }
+                if p.active.elapsed() < crate::net::BUSY_POLL_WHILE
+                    && crate::net::busy_poll(p.roce.as_fd(), BUSY_POLL)?
+                {
+                    return Ok(());
                 }
                 crate::net::wait_readable([p.roce.as_fd()], Duration::from_millis(1))?;
             }
