@@ -9,7 +9,8 @@ use rdmacam_hil::images::ImageSet;
 use rdmacam_protocol::camera::{Camera, FrameMemory};
 pub use rdmacam_protocol::camera::{CameraCounters, RocePorts, Tx};
 use rdmacam_protocol::device::Device;
-use rdmacam_protocol::device::pattern::{Frame, FrameSource, FrameSpec, SyntheticSource};
+use rdmacam_protocol::device::frame::{Frame, FrameSource, FrameSpec};
+use rdmacam_protocol::device::pattern::SyntheticSource;
 
 /// Frames the camera keeps in memory: one being written, and the ones not yet acknowledged.
 pub const FRAME_SLOTS: usize = 6;
@@ -70,12 +71,7 @@ impl ImageSource {
 
 impl FrameSource for ImageSource {
     fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame {
-        let f = Frame {
-            number: self.next,
-            spec: *spec,
-            timestamp,
-            chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
-        };
+        let f = Frame::new(self.next, *spec, timestamp);
         self.next += 1;
         f
     }

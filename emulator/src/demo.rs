@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rdmacam_hil::host::Summary;
 use rdmacam_hil::run::{HostOptions, run_host};
-use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::gev::PixelFormat;
 
 use crate::run::{CameraSummary, RunOptions, run};

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 
 use rdmacam::inspect;
 use rdmacam::run::{self, RunOptions};
-use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::gev::PixelFormat;
 
 /// rdmacam: the camera side of RDMA streaming, in software.

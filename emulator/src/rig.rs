@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use rdmacam_hil::images::{ImageSet, RawFormat};
-use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::gev::PixelFormat;
 use serde::Deserialize;
 

@@ -22,7 +22,7 @@ use anyhow::{Context, Result, bail};
 use rdmacam_hil::net::RoceSocket;
 use rdmacam_hil::net::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
 use rdmacam_protocol::device::faults::FaultKind;
-use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
 use rdmacam_protocol::gev::PixelFormat;

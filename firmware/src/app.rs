@@ -12,7 +12,7 @@ use embassy_futures::select::select4;
 use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_net::{IpAddress, IpEndpoint, Stack};
 use embassy_time::Timer;
-use rdmacam_protocol::device::pattern::FrameSource;
+use rdmacam_protocol::device::frame::FrameSource;
 use rdmacam_protocol::rc::Instant;
 
 use crate::camera::{self, FwCamera, ROCE_PORT};

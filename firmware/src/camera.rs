@@ -9,7 +9,7 @@ use core::ops::Range;
 
 use rdmacam_protocol::camera::{Camera, RocePorts, SliceFrames};
 use rdmacam_protocol::device::Device;
-use rdmacam_protocol::device::pattern::FrameSource;
+use rdmacam_protocol::device::frame::FrameSource;
 
 /// The RoCEv2 UDP port (both directions).
 pub const ROCE_PORT: u16 = 4791;

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use rdmacam_protocol::device::pattern::{self, Frame, FrameSpec, Pattern};
+use rdmacam_protocol::device::frame::{Frame, FrameSpec, Pattern};
+use rdmacam_protocol::device::pattern;
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::orsp::msg::{self, Descriptor, DeviceMessage, Hello};
 use rdmacam_protocol::rc::{
@@ -479,12 +480,7 @@ impl HostCore {
         }
         let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
         push_bounded(&mut self.stats.frame_numbers, number);
-        let frame = Frame {
-            number,
-            spec,
-            timestamp: 0,
-            chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
-        };
+        let frame = Frame::new(number, spec, 0);
         Some(Checked::Pending(PendingCheck {
             buffer_id,
             start,

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use rdmacam_protocol::device::pattern::FrameSpec;
+use rdmacam_protocol::device::frame::FrameSpec;
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::gev::pixel::pack_mono12p;
 
@@ -374,7 +374,7 @@ impl ImageSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdmacam_protocol::device::pattern::Pattern;
+    use rdmacam_protocol::device::frame::Pattern;
 
     fn spec(w: u32, h: u32, ox: u32, oy: u32, pf: PixelFormat) -> FrameSpec {
         FrameSpec {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result, bail};
-use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::device::regs;
 use rdmacam_protocol::orsp::regs as oregs;
 use rdmacam_protocol::rc::Instant;

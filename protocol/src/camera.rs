@@ -10,7 +10,7 @@ use heapless::{Deque, Vec};
 
 use crate::cm;
 use crate::device::ORSP_BUFFERS;
-use crate::device::pattern::{Frame, FrameSource};
+use crate::device::frame::{Frame, FrameSource, read_payload, refresh_payload};
 use crate::device::stream::StreamPacket;
 use crate::device::{Device, DeviceEvent, GvcpReply, regs};
 use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE, failure_code};
@@ -268,7 +268,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
 
     /// The synthetic pixels of `frame`.
     pub fn render(&mut self, frame: &Frame, buf: &mut [u8]) {
-        crate::device::chunks::read_payload(&self.source, frame, 0, buf);
+        read_payload(&self.source, frame, 0, buf);
     }
 
     /// Hand a rendered frame in `slot` to ORSP; the slot stays taken while it is in flight.
@@ -620,9 +620,9 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
                     let held = &mut self.held[slot as usize];
                     match held {
                         Some(h) if h.size() == buf.len() => {
-                            crate::device::chunks::refresh_payload(&self.source, h, &frame, buf)
+                            refresh_payload(&self.source, h, &frame, buf)
                         }
-                        _ => crate::device::chunks::read_payload(&self.source, &frame, 0, buf),
+                        _ => read_payload(&self.source, &frame, 0, buf),
                     }
                     *held = Some(frame);
                     self.offer_frame(&frame, slot);

@@ -20,6 +20,7 @@ pub mod device;
 pub mod gev;
 pub mod orsp;
 pub mod rc;
+pub mod splitmix;
 pub mod wire;
 
 /// Parse a whitespace-separated hex dump (test helper for the vectors in the reference notes).

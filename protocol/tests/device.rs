@@ -4,7 +4,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use proptest::prelude::*;
-use rdmacam_protocol::device::pattern::{FrameSource, SyntheticSource};
+use rdmacam_protocol::device::frame::FrameSource;
+use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent, GENICAM_XML, regs};
 use rdmacam_protocol::gev::gvsp::{Format, Header, ImageLeader};
 use rdmacam_protocol::rc::Instant;
@@ -288,7 +289,7 @@ fn a_frame_is_leader_payload_trailer_and_reassembles_byte_exact() {
             assert!(p.len() + 28 <= 576, "SCPS bounds the IP packet");
             image.extend_from_slice(&p[hl..]);
         }
-        let frame = rdmacam_protocol::device::pattern::Frame {
+        let frame = rdmacam_protocol::device::frame::Frame {
             number: 0,
             spec: d.frame_spec(),
             timestamp: 0,

@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 use rdmacam_protocol::cm::{CmListener, ListenerConfig, MAD_LEN};
-use rdmacam_protocol::device::pattern::{Frame, FrameSpec, Pattern};
+use rdmacam_protocol::device::frame::{Frame, FrameSpec, Pattern};
 use rdmacam_protocol::device::{Device, DeviceConfig, regs};
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::orsp::msg::{self, HostMessage};
@@ -94,9 +94,9 @@ pub fn orsp_host_messages(data: &[u8]) {
     // buffers the channel may write: what valid ANNOUNCEs named (a FLUSH that forgets them
     // leaves them here: WRITEs already queued may still go to them)
     let mut announced: Vec<(u32, u64, u64)> = Vec::new();
-    let frame = Frame {
-        number: 0,
-        spec: FrameSpec {
+    let frame = Frame::new(
+        0,
+        FrameSpec {
             width: 256,
             height: 64,
             offset_x: 0,
@@ -104,9 +104,8 @@ pub fn orsp_host_messages(data: &[u8]) {
             pixel_format: PixelFormat::Mono8,
             pattern: Pattern::Gradient,
         },
-        timestamp: 0,
-        chunks: rdmacam_protocol::device::chunks::Chunks::NONE,
-    };
+        0,
+    );
     let mut handle = 0;
     pieces(data, |m| {
         if let Ok((_, HostMessage::Announce { descriptors, .. })) = msg::parse_host(m) {
@@ -118,7 +117,12 @@ pub fn orsp_host_messages(data: &[u8]) {
         }
         c.on_host_message(m);
         handle += 1;
-        let _ = c.send_frame(&frame, handle);
+        let _ = c.send_frame(
+            &frame.leader(),
+            &frame.trailer(),
+            frame.size() as u64,
+            handle,
+        );
         while let Some(wr) = c.poll_work() {
             if wr.kind == MessageKind::Write {
                 let end = wr.remote_va.checked_add(u64::from(wr.len));

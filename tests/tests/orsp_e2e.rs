@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdmacam::camera::{CameraCore, RocePorts};
 use rdmacam_hil::host::{HostConfig, OrspHost};
 use rdmacam_hil::sim::{Link, LinkConfig};
-use rdmacam_protocol::device::pattern::Pattern;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::device::{Device, DeviceConfig, regs};
 use rdmacam_protocol::orsp::{msg::event, regs as oregs};
 use rdmacam_protocol::rc::{Instant, split_rocev2};

@@ -7,7 +7,7 @@
 //! (docs/firmware.md).
 //!
 //! The frame source is the synthetic one; a sensor board implements
-//! [`FrameSource`](rdmacam_firmware::protocol::device::pattern::FrameSource) over its frame
+//! [`FrameSource`](rdmacam_firmware::protocol::device::frame::FrameSource) over its frame
 //! DMA buffers instead.
 
 use core::cell::RefCell;

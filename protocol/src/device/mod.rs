@@ -12,6 +12,7 @@ pub mod chunks;
 pub mod events;
 pub mod faults;
 pub mod features;
+pub mod frame;
 pub mod pattern;
 pub mod regs;
 pub mod stream;
@@ -35,7 +36,7 @@ use chunks::Chunks;
 use events::{EventCounters, EventItem, MessageChannel, MessagePacket};
 use features::acquisition::{activation, command, source};
 use features::events::EVENTS;
-use pattern::{FrameSource, FrameSpec, Pattern};
+use frame::{Frame, FrameSource, FrameSpec, Pattern};
 use stream::{ChannelConfig, GvspChannel, StreamCounters, StreamPacket};
 use timestamps::Clock;
 
@@ -1275,7 +1276,7 @@ impl Device {
         src: &mut S,
         e: Exposure,
         block_id: u64,
-    ) -> pattern::Frame {
+    ) -> Frame {
         let start = self.ticks(e.start);
         let mut frame = src.capture(&self.frame_spec(), start);
         frame.timestamp = start;
@@ -1392,7 +1393,7 @@ impl Device {
         &mut self,
         now: Instant,
         src: &mut S,
-    ) -> Option<pattern::Frame> {
+    ) -> Option<Frame> {
         self.last_now = now;
         if !(self.orsp_memory_free && self.orsp.ready_for_frame()) {
             return None;
@@ -1426,8 +1427,13 @@ impl Device {
 
     /// ORSP: send a frame from [`poll_orsp_frame`](Self::poll_orsp_frame) whose bytes sit at
     /// payload handle `handle`.
-    pub fn orsp_send_frame(&mut self, frame: &pattern::Frame, handle: u32) -> orsp::FrameOutcome {
-        let outcome = self.orsp.send_frame(frame, handle);
+    pub fn orsp_send_frame(&mut self, frame: &Frame, handle: u32) -> orsp::FrameOutcome {
+        let outcome = self.orsp.send_frame(
+            &frame.leader(),
+            &frame.trailer(),
+            frame.size() as u64,
+            handle,
+        );
         if core::mem::take(&mut self.stop_after_frame) {
             self.stop_acquisition(self.last_now);
         }

@@ -1,128 +1,11 @@
-//! Frames: what a sensor (or a pattern generator) hands the device, and a synthetic source
-//! whose every byte is a pure function of (frame number, settings, offset).
-//!
-//! Random access matters: the GVSP transmitter re-reads old frames for packet resend, and a
-//! host verifies a frame without having been sent anything else. The synthetic source stamps the
-//! frame counter into the first 8 bytes (big-endian) so a receiver can check identity too.
+//! The synthetic frame source: every byte is a pure function of (seed, frame number, settings,
+//! offset), so a host checks any part of any frame without having been sent anything else. The
+//! frame counter is stamped into the first 8 bytes (big-endian) so a receiver checks identity
+//! too.
 
-use super::chunks::Chunks;
+use super::frame::{Frame, FrameSource, FrameSpec, Pattern};
 use crate::gev::PixelFormat;
-
-/// Synthetic image patterns (the camera's `TestPattern` feature).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Pattern {
-    /// Diagonal grey ramp: byte = x + y (+ 85 per colour channel).
-    Gradient = 0,
-    /// A 16-pixel bright vertical bar moving 4 pixels per frame over a dim background.
-    MovingBar = 1,
-    /// 32-pixel squares that invert every frame.
-    Checkerboard = 2,
-    /// Seeded noise: a counter-based generator keyed by (seed, frame, offset).
-    Noise = 3,
-}
-
-impl Pattern {
-    /// Every pattern.
-    pub const ALL: [Pattern; 4] = [
-        Pattern::Gradient,
-        Pattern::MovingBar,
-        Pattern::Checkerboard,
-        Pattern::Noise,
-    ];
-    /// From the register value.
-    pub const fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            0 => Pattern::Gradient,
-            1 => Pattern::MovingBar,
-            2 => Pattern::Checkerboard,
-            3 => Pattern::Noise,
-            _ => return None,
-        })
-    }
-    /// The GenICam enum entry name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Pattern::Gradient => "Gradient",
-            Pattern::MovingBar => "MovingBar",
-            Pattern::Checkerboard => "Checkerboard",
-            Pattern::Noise => "Noise",
-        }
-    }
-    /// From a name (case-insensitive).
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(s))
-    }
-}
-
-/// The image settings a frame is captured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameSpec {
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in lines.
-    pub height: u32,
-    /// X offset on the sensor.
-    pub offset_x: u32,
-    /// Y offset on the sensor.
-    pub offset_y: u32,
-    /// Pixel format.
-    pub pixel_format: PixelFormat,
-    /// Test pattern.
-    pub pattern: Pattern,
-}
-
-impl FrameSpec {
-    /// Bytes of one frame's image.
-    pub const fn payload_size(&self) -> usize {
-        self.pixel_format.image_size(self.width, self.height)
-    }
-}
-
-/// One captured frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame {
-    /// Frame counter of the source (0, 1, 2, ...).
-    pub number: u64,
-    /// Settings it was captured with.
-    pub spec: FrameSpec,
-    /// Device timestamp in ticks (nanoseconds): the start of the frame's exposure.
-    pub timestamp: u64,
-    /// The chunk data that follows the image ([`Chunks::NONE`]: none, payload type image).
-    pub chunks: Chunks,
-}
-
-impl Frame {
-    /// Bytes of the frame's payload: the image, then its chunk data.
-    pub const fn size(&self) -> usize {
-        self.image_size() + self.chunks.tail_len()
-    }
-    /// Bytes of the image alone.
-    pub const fn image_size(&self) -> usize {
-        self.spec.payload_size()
-    }
-}
-
-/// Where frames come from: sensor DMA on a camera, a pattern generator elsewhere.
-///
-/// A source deals in image bytes only: offsets and buffers given to [`read`](Self::read) and
-/// [`refresh`](Self::refresh) stay within [`Frame::image_size`]. The chunk data a frame
-/// carries after its image is the device's ([`super::chunks::read_payload`]).
-pub trait FrameSource {
-    /// Capture the next frame with `spec` at device time `timestamp`.
-    fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame;
-    /// Copy `out.len()` bytes of `frame` starting at `offset` into `out`. Must give the same
-    /// bytes every time it is asked (packet resend reads old frames again).
-    fn read(&self, frame: &Frame, offset: usize, out: &mut [u8]);
-    /// Turn `buf`, which holds exactly the bytes of `held` (whole frame), into the bytes of
-    /// `frame`. The default reads all of `frame`; a source whose frames share most of their
-    /// bytes (a static test pattern) rewrites only what differs.
-    fn refresh(&self, held: &Frame, frame: &Frame, buf: &mut [u8]) {
-        let _ = held;
-        self.read(frame, 0, buf);
-    }
-}
+use crate::splitmix::splitmix64;
 
 /// The synthetic source: patterns computed on demand, nothing stored.
 #[derive(Debug, Clone)]
@@ -144,12 +27,7 @@ impl SyntheticSource {
 
 impl FrameSource for SyntheticSource {
     fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame {
-        let f = Frame {
-            number: self.next,
-            spec: *spec,
-            timestamp,
-            chunks: Chunks::NONE,
-        };
+        let f = Frame::new(self.next, *spec, timestamp);
         self.next += 1;
         f
     }
@@ -183,14 +61,6 @@ fn same_pixels(a: &Frame, b: &Frame) -> bool {
         Pattern::MovingBar => a.number.wrapping_mul(4) % width == b.number.wrapping_mul(4) % width,
         Pattern::Noise => a.number == b.number,
     }
-}
-
-/// SplitMix64: a counter-based generator, so any byte of a noise frame is computable directly.
-const fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Fill `out` with bytes `offset..offset + out.len()` of a synthetic frame.
@@ -346,6 +216,7 @@ fn pattern_bytes(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::chunks::Chunks;
     use std::vec;
 
     /// The first, byte-at-a-time definition of the patterns: the fast `fill` must give exactly

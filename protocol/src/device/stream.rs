@@ -5,9 +5,8 @@ use core::net::Ipv4Addr;
 
 use heapless::Deque;
 
-use super::chunks::read_payload;
-use super::pattern::{Frame, FrameSource};
-use crate::gev::gvsp::{self, Format, Header, ImageLeader};
+use super::frame::{Frame, FrameSource, read_payload};
+use crate::gev::gvsp::{self, Format, Header};
 use crate::gev::status;
 use crate::rc::Instant;
 
@@ -412,24 +411,8 @@ fn emit<S: FrameSource + ?Sized>(
     let h = header.emit(buf).ok()?;
     let f = &block.frame;
     let body = match format {
-        Format::Leader => ImageLeader {
-            timestamp: f.timestamp,
-            pixel_format: f.spec.pixel_format.pfnc(),
-            width: f.spec.width,
-            height: f.spec.height,
-            offset_x: f.spec.offset_x,
-            offset_y: f.spec.offset_y,
-            chunks: f.chunks.active,
-        }
-        .emit(&mut buf[h..])
-        .ok()?,
-        Format::Trailer => {
-            let chunks = f.chunks.active.then(|| gvsp::TrailerChunks {
-                payload_len: f.size() as u32,
-                layout_id: f.chunks.layout_id(f.image_size()),
-            });
-            gvsp::emit_image_trailer(f.spec.height, chunks, &mut buf[h..]).ok()?
-        }
+        Format::Leader => f.leader().emit(&mut buf[h..]).ok()?,
+        Format::Trailer => f.trailer().emit(&mut buf[h..]).ok()?,
         _ => {
             let offset = (packet_id as usize - 1) * block.chunk;
             let n = block.chunk.min(f.size() - offset);

@@ -223,26 +223,30 @@ pub struct ImageTrailer {
     pub chunks: Option<TrailerChunks>,
 }
 
-/// Write the image trailer payload: reserved, payload type, lines sent (8 bytes); with chunk
-/// data, payload type 0x4001 and the chunk data payload length and layout ID (16 bytes).
-pub fn emit_image_trailer(
-    size_y: u32,
-    chunks: Option<TrailerChunks>,
-    buf: &mut [u8],
-) -> Result<usize> {
-    let len = match chunks {
-        Some(_) => IMAGE_TRAILER_CHUNK_LEN,
-        None => IMAGE_TRAILER_LEN,
-    };
-    let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
-    put_u16(b, 0, 0);
-    put_u16(b, 2, payload_type(chunks.is_some()));
-    put_u32(b, 4, size_y);
-    if let Some(c) = chunks {
-        put_u32(b, 8, c.payload_len);
-        put_u32(b, 12, c.layout_id);
+impl ImageTrailer {
+    /// Bytes [`emit`](Self::emit) writes.
+    pub const fn buffer_len(&self) -> usize {
+        match self.chunks {
+            Some(_) => IMAGE_TRAILER_CHUNK_LEN,
+            None => IMAGE_TRAILER_LEN,
+        }
     }
-    Ok(len)
+
+    /// Write the image trailer payload: reserved, payload type, lines sent (8 bytes); with
+    /// chunk data, payload type 0x4001 and the chunk data payload length and layout ID (16
+    /// bytes).
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let len = self.buffer_len();
+        let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
+        put_u16(b, 0, 0);
+        put_u16(b, 2, payload_type(self.chunks.is_some()));
+        put_u32(b, 4, self.size_y);
+        if let Some(c) = self.chunks {
+            put_u32(b, 8, c.payload_len);
+            put_u32(b, 12, c.layout_id);
+        }
+        Ok(len)
+    }
 }
 
 #[cfg(test)]
@@ -305,7 +309,12 @@ mod tests {
         );
         assert_eq!(ImageLeader::parse(&b).unwrap(), l);
         let mut t = [0u8; 8];
-        emit_image_trailer(256, None, &mut t).unwrap();
+        ImageTrailer {
+            size_y: 256,
+            chunks: None,
+        }
+        .emit(&mut t)
+        .unwrap();
         assert_eq!(t, [0, 0, 0, 1, 0, 0, 1, 0]);
         let c = ImageLeader { chunks: true, ..l };
         c.emit(&mut b).unwrap();
@@ -316,7 +325,11 @@ mod tests {
             payload_len: 0x0002_0010,
             layout_id: 0xabcd_0001,
         };
-        assert_eq!(emit_image_trailer(256, Some(info), &mut t), Ok(16));
+        let with_chunks = ImageTrailer {
+            size_y: 256,
+            chunks: Some(info),
+        };
+        assert_eq!(with_chunks.emit(&mut t), Ok(16));
         assert_eq!(
             t,
             [0, 0, 0x40, 1, 0, 0, 1, 0, 0, 2, 0, 0x10, 0xab, 0xcd, 0, 1]

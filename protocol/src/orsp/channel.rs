@@ -5,10 +5,10 @@ use heapless::{Deque, Vec};
 
 use super::msg::{self, Descriptor, HostMessage, event};
 use super::regs;
-use crate::device::pattern::Frame;
-use crate::gev::gvsp::ImageLeader;
+use crate::gev::gvsp::{ImageLeader, ImageTrailer, TrailerChunks};
 use crate::gev::status;
 use crate::rc::{Completion, PayloadRef, WcStatus, WorkRequest};
+use crate::splitmix::splitmix64;
 use crate::wire::pmtu::{MessageKind, Pmtu};
 
 /// TX_TUNING's default: DSCP 0, ECN-capable transport ECT(0).
@@ -159,7 +159,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// [`Self::reseed`] or disconnect draws another; `entropy` seeds the first PSN (pass real
     /// randomness: the OS's, or the board's).
     pub fn new(device_qpn: u32, entropy: u64, max_pmtu: Pmtu) -> Self {
-        let rng = splitmix(entropy);
+        let rng = splitmix64(entropy);
         OrspChannel {
             state: State::Idle,
             last_error: 0,
@@ -478,7 +478,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// this at start-up and after every connection ends, so a host that is not in control
     /// cannot predict the numbers of the next connection.
     pub fn reseed(&mut self, entropy: u64) {
-        self.rng = splitmix(self.rng ^ entropy);
+        self.rng = splitmix64(self.rng ^ entropy);
         if !self.is_connected() {
             self.draw_numbers();
         }
@@ -486,7 +486,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
 
     /// A QPN (24 bits, never the reserved 0 and 1, never below 0x100) and a first PSN.
     fn draw_numbers(&mut self) {
-        self.rng = splitmix(self.rng);
+        self.rng = splitmix64(self.rng);
         self.device_sq_psn = (self.rng >> 8) as u32 & 0x00ff_ffff;
         if !self.qpn_fixed {
             self.device_qpn = 0x100 + ((self.rng >> 32) as u32 % (0x0100_0000 - 0x100));
@@ -610,9 +610,18 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.previous_dropped = true;
     }
 
-    /// Send `frame`, whose bytes the caller keeps at payload handle `frame_handle` until the
-    /// handle comes back from [`Self::poll_released_frame`] (when the TRAILER completed).
-    pub fn send_frame(&mut self, frame: &Frame, frame_handle: u32) -> FrameOutcome {
+    /// Send a frame of `size` payload bytes described by its GVSP `leader` and `trailer` (as the
+    /// frame built them), whose bytes the caller keeps at payload handle `frame_handle` until
+    /// the handle comes back from [`Self::poll_released_frame`] (when the TRAILER completed).
+    /// A frame larger than its buffer is truncated: the TRAILER then says OVERFLOW and carries
+    /// the length delivered.
+    pub fn send_frame(
+        &mut self,
+        leader: &ImageLeader,
+        trailer: &ImageTrailer,
+        size: u64,
+        frame_handle: u32,
+    ) -> FrameOutcome {
         if !self.ready_for_frame() {
             return FrameOutcome::NotStreaming;
         }
@@ -632,31 +641,13 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             self.previous_dropped = true;
             return FrameOutcome::Dropped;
         };
-        let size = frame.size() as u64;
         let valid = size.min(desc.length);
         let truncated = valid < size;
         let block_id = self.block_id;
         let previous_dropped = core::mem::take(&mut self.previous_dropped);
-        let leader = ImageLeader {
-            timestamp: frame.timestamp,
-            pixel_format: frame.spec.pixel_format.pfnc(),
-            width: frame.spec.width,
-            height: frame.spec.height,
-            offset_x: frame.spec.offset_x,
-            offset_y: frame.spec.offset_y,
-            chunks: frame.chunks.active,
-        };
         self.send_message(false, |b, seq| {
-            msg::emit_leader(
-                b,
-                seq,
-                buffer_id,
-                valid,
-                block_id,
-                previous_dropped,
-                &leader,
-            )
-            .map_err(|_| ())
+            msg::emit_leader(b, seq, buffer_id, valid, block_id, previous_dropped, leader)
+                .map_err(|_| ())
         });
         // OrspWriteChunk is the largest WRITE message the host wants; a frame is never split
         // into more than MAX_WRITES_PER_FRAME, so its work requests always fit the queue
@@ -689,7 +680,14 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         } else {
             status::SUCCESS
         };
-        let height = frame.spec.height;
+        // what the host gets: the lines and, with chunks, the payload length delivered
+        let trailer = ImageTrailer {
+            chunks: trailer.chunks.map(|c| TrailerChunks {
+                payload_len: valid as u32,
+                ..c
+            }),
+            ..*trailer
+        };
         let slot = self.alloc_slot().expect("ready_for_frame checked slots");
         let n = msg::emit_trailer(
             &mut self.slots[slot],
@@ -698,16 +696,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             st,
             valid,
             block_id,
-            crate::gev::gvsp::ImageTrailer {
-                size_y: height,
-                chunks: frame
-                    .chunks
-                    .active
-                    .then(|| crate::gev::gvsp::TrailerChunks {
-                        payload_len: valid as u32,
-                        layout_id: frame.chunks.layout_id(frame.image_size()),
-                    }),
-            },
+            trailer,
         )
         .expect("trailer fits a slot");
         self.tx_seq += 1;
@@ -907,38 +896,28 @@ pub fn failure_code(s: WcStatus) -> u16 {
     }
 }
 
-/// SplitMix64's step: spreads every bit of the state (and of stirred-in entropy) over the
-/// output. Not a cryptographic generator: the unpredictability comes from the entropy the I/O
-/// layer stirs in per connection.
-const fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::pattern::{FrameSpec, Pattern};
-    use crate::gev::PixelFormat;
     use crate::orsp::msg::{DeviceMessage, parse_device};
     use std::vec::Vec as StdVec;
 
-    fn frame(n: u64) -> Frame {
-        Frame {
-            number: n,
-            spec: FrameSpec {
-                width: 100,
-                height: 50,
-                offset_x: 0,
-                offset_y: 0,
-                pixel_format: PixelFormat::Mono8,
-                pattern: Pattern::Gradient,
-            },
-            timestamp: 0,
-            chunks: crate::device::chunks::Chunks::NONE,
-        }
+    /// Frame `n`: 100x50 Mono8 (5000 bytes), no chunks, as the device's frame describes it.
+    fn send(c: &mut OrspChannel<8>, n: u64, handle: u32) -> FrameOutcome {
+        let leader = ImageLeader {
+            timestamp: n,
+            pixel_format: crate::gev::PixelFormat::Mono8.pfnc(),
+            width: 100,
+            height: 50,
+            offset_x: 0,
+            offset_y: 0,
+            chunks: false,
+        };
+        let trailer = ImageTrailer {
+            size_y: 50,
+            chunks: None,
+        };
+        c.send_frame(&leader, &trailer, 5000, handle)
     }
 
     fn connected() -> OrspChannel<8> {
@@ -1008,7 +987,7 @@ mod tests {
         let n = msg::emit_announce(&mut b, 0, msg::ANNOUNCE_QUEUE, &d).unwrap();
         c.on_host_message(&b[..n]);
         c.start_acquisition();
-        assert_eq!(c.send_frame(&frame(0), 3), FrameOutcome::Sent);
+        assert_eq!(send(&mut c, 0, 3), FrameOutcome::Sent);
         let wrs = drain(&mut c);
         let kinds: StdVec<(MessageKind, u32, u64)> =
             wrs.iter().map(|w| (w.kind, w.len, w.remote_va)).collect();
@@ -1036,12 +1015,12 @@ mod tests {
             }
         ));
         // no buffer left: the next frame is dropped and the one after says so in its leader
-        assert_eq!(c.send_frame(&frame(1), 4), FrameOutcome::Dropped);
+        assert_eq!(send(&mut c, 1, 4), FrameOutcome::Dropped);
         complete_all(&mut c, &wrs);
         assert_eq!(c.poll_released_frame(), Some(3));
         let n = msg::emit_queue(&mut b, 1, &[7]).unwrap();
         c.on_host_message(&b[..n]);
-        assert_eq!(c.send_frame(&frame(2), 5), FrameOutcome::Sent);
+        assert_eq!(send(&mut c, 2, 5), FrameOutcome::Sent);
         let wrs = drain(&mut c);
         assert!(matches!(
             sent_message(&c, &wrs[0]),
@@ -1083,7 +1062,7 @@ mod tests {
         let n = msg::emit_announce(&mut b, 0, msg::ANNOUNCE_QUEUE, &d).unwrap();
         c.on_host_message(&b[..n]);
         c.start_acquisition();
-        c.send_frame(&frame(0), 0);
+        send(&mut c, 0, 0);
         let wrs = drain(&mut c);
         assert_eq!(
             wrs.iter()

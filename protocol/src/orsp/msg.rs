@@ -182,7 +182,7 @@ pub fn emit_trailer(
         packet_id: 1,
     }
     .emit(&mut b[32..])?;
-    gvsp::emit_image_trailer(trailer.size_y, trailer.chunks, &mut b[52..])?;
+    trailer.emit(&mut b[52..])?;
     Ok(len)
 }
 

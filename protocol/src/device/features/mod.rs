@@ -946,7 +946,7 @@ pub fn write_xml(out: &mut dyn Write) -> fmt::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::pattern::Pattern;
+    use crate::device::frame::Pattern;
 
     #[test]
     fn every_category_hangs_from_root_and_lists_no_ancestor() {
