@@ -3,8 +3,8 @@
 # camera CPU seconds per GB delivered and Gbit/s, 1920x1080 Mono8 at up to 1000 fps into the
 # reference host (a separate process) on loopback; and in the same run the reference for both,
 # a plain UDP sender of the same 4112-byte datagrams into a receiver that only drains
-# (hil/examples/udp_blast.rs). Numbers for docs/BENCHMARKS.md.
-#   cargo build --release -p rdmacam -p rdmacam-hil --example udp_blast
+# (io/examples/udp_blast.rs). Numbers for docs/BENCHMARKS.md.
+#   cargo build --release -p rdmacam -p rdmacam-hil -p rdmacam-io --example udp_blast
 #   scripts/bench-sender.sh [FRAMES] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

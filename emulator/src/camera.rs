@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use rdmacam_hil::images::ImageSet;
+use rdmacam_io::images::ImageSet;
 use rdmacam_protocol::camera::{Camera, FrameMemory};
 pub use rdmacam_protocol::camera::{CameraCounters, RocePorts, Tx};
 use rdmacam_protocol::device::Device;

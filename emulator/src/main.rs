@@ -140,7 +140,7 @@ struct RunArgs {
     /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT
     /// (Mono8, Mono16, RGB8 or a Bayer 8-bit).
     #[arg(long, value_name = "WxH:FORMAT")]
-    raw_format: Option<rdmacam_hil::images::RawFormat>,
+    raw_format: Option<rdmacam_io::images::RawFormat>,
     /// Pixel format: Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
     pixel_format: PixelFormat,
@@ -316,7 +316,7 @@ fn main() -> ExitCode {
         Command::Run(a) => {
             init_logging();
             let images = match &a.images {
-                Some(path) => match rdmacam_hil::images::ImageSet::load(path, a.raw_format) {
+                Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {
                     Ok(set) => Some(std::sync::Arc::new(set)),
                     Err(e) => {
                         eprintln!("rdmacam run: {e:#}");

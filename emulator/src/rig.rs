@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use rdmacam_hil::images::{ImageSet, RawFormat};
+use rdmacam_io::images::{ImageSet, RawFormat};
 use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::gev::PixelFormat;
 use serde::Deserialize;

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant as StdInstant};
 
 use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, Tx, new_camera_with};
 use anyhow::{Context, Result, bail};
-use rdmacam_hil::net::RoceSocket;
-use rdmacam_hil::net::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
+use rdmacam_io::gso::{GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments};
+use rdmacam_io::roce::RoceSocket;
 use rdmacam_protocol::device::faults::FaultKind;
 use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::device::pattern::SyntheticSource;
@@ -102,7 +102,7 @@ pub struct RunOptions {
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
     /// Replay these images instead of the synthetic patterns (`--images`).
-    pub images: Option<Arc<rdmacam_hil::images::ImageSet>>,
+    pub images: Option<Arc<rdmacam_io::images::ImageSet>>,
     /// Drive input Line0 with a square wave of this frequency (rising edges per second), for
     /// hosts that set TriggerSource Line0; None = Line0 stays low.
     pub trigger_hz: Option<f64>,
@@ -499,7 +499,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
     // them stamps their frames alike.
     let t0 = StdInstant::now();
     // the same moment on CLOCK_MONOTONIC, for --latency-log
-    let mono_t0 = rdmacam_hil::net::monotonic_ns();
+    let mono_t0 = rdmacam_io::clock::monotonic_ns();
     cfg.tick_offset = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -829,7 +829,7 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
         // GevSCPSDoNotFragment reaches the stream socket before anything is sent with it
         let df = cam.device_ref().stream_do_not_fragment();
         if stream_df != Some(df) {
-            if let Err(e) = rdmacam_hil::net::set_dont_fragment(&stream_sock, df) {
+            if let Err(e) = rdmacam_io::sockopt::set_dont_fragment(&stream_sock, df) {
                 warn!("cannot set Don't Fragment to {df} on the GVSP socket: {e}");
             }
             stream_df = Some(df);
@@ -902,13 +902,13 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
             // timer)
             if !busy_poll.is_zero()
                 && !wait.is_zero()
-                && last_busy.elapsed() < rdmacam_hil::net::BUSY_POLL_WHILE
+                && last_busy.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
                 && let Some(r) = roce.as_ref()
                 && spin.ready()
             {
                 let t = StdInstant::now();
                 let arrived =
-                    rdmacam_hil::net::busy_poll(r.as_fd(), busy_poll.min(wait)).unwrap_or(false);
+                    rdmacam_io::poll::busy_poll(r.as_fd(), busy_poll.min(wait)).unwrap_or(false);
                 spin.outcome(arrived);
                 wait = if arrived {
                     Duration::ZERO
@@ -927,8 +927,8 @@ pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
                 let d1 = discovery.get(1).map_or(d0, |d| d.as_fd());
                 let m = message_sock.as_fd();
                 let r = match roce.as_ref() {
-                    Some(r) => rdmacam_hil::net::wait_readable([c, d0, d1, m, r.as_fd()], wait),
-                    None => rdmacam_hil::net::wait_readable([c, d0, d1, m], wait),
+                    Some(r) => rdmacam_io::poll::wait_readable([c, d0, d1, m, r.as_fd()], wait),
+                    None => rdmacam_io::poll::wait_readable([c, d0, d1, m], wait),
                 };
                 if let Err(e) = r {
                     warn!("poll failed: {e}");
@@ -1372,7 +1372,7 @@ impl GvspBatch {
         for ((d, b), &l) in datagrams.iter_mut().zip(&self.bufs).zip(&self.lens[..n]) {
             *d = &b[..l];
         }
-        if let Err(e) = rdmacam_hil::net::send_datagrams(
+        if let Err(e) = rdmacam_io::gso::send_datagrams(
             sock,
             SocketAddr::V4(dst),
             &datagrams[..n],

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use anyhow::{Context, Result};
-use rdmacam_hil::verbs::{RcAttrs, Region, VerbsQp, Wc, status_name};
+use rdmacam_io::verbs::{RcAttrs, Region, VerbsQp, Wc, status_name};
 use rdmacam_protocol::orsp::channel::{
     DEV_RECV_DEPTH, DEV_RECV_SIZE, MAX_CTRL_MSG, MSG_HANDLE_BASE,
 };

@@ -711,7 +711,7 @@ fn replayed_images_reach_the_reference_host_byte_for_byte() {
         img.save(dir.path().join(format!("f{k}.png"))).unwrap();
     }
     let set =
-        Arc::new(rdmacam_hil::images::ImageSet::load(dir.path().to_str().unwrap(), None).unwrap());
+        Arc::new(rdmacam_io::images::ImageSet::load(dir.path().to_str().unwrap(), None).unwrap());
     for (i, pf) in ["Mono8", "BayerGB8", "RGB8"].into_iter().enumerate() {
         let ports = (39592, 47970 + 2 * i as u16, 47971 + 2 * i as u16);
         let mut cam = spawn_udp_camera(

@@ -195,20 +195,20 @@ fn a_host_injects_faults_at_the_moment_it_chooses() {
     .collect();
     let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     // a bystander (not in control) injects nothing: refused ACCESS_DENIED, which it can read
-    let mut g = rdmacam_hil::net::GvcpClient::new(
+    let mut g = rdmacam_hil::gvcp::GvcpClient::new(
         std::net::Ipv4Addr::new(127, 0, 0, 9),
         std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, ports.0),
     )
     .unwrap();
     g.write(0x0A00, 2).unwrap(); // control is free again: take it
-    let mut bystander = rdmacam_hil::net::GvcpClient::new(
+    let mut bystander = rdmacam_hil::gvcp::GvcpClient::new(
         std::net::Ipv4Addr::new(127, 0, 0, 10),
         std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, ports.0),
     )
     .unwrap();
     let refused = bystander.write(rdmacam_protocol::device::regs::FAULT_INJECT, 1);
     assert!(
-        matches!(refused, Err(rdmacam_hil::net::GvcpError::Status(0x8006))),
+        matches!(refused, Err(rdmacam_hil::gvcp::GvcpError::Status(0x8006))),
         "{refused:?}"
     );
     g.write(0x0A00, 0).unwrap();

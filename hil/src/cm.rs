@@ -11,7 +11,7 @@ use rdmacam_protocol::orsp::msg::Hello;
 use rdmacam_protocol::wire::IpRepr;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
-use crate::net::RoceSocket;
+use rdmacam_io::roce::RoceSocket;
 
 /// An established CM connection, as the host needs it.
 #[derive(Debug, Clone, Copy)]

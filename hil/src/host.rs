@@ -155,7 +155,7 @@ pub struct HostCore {
     leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
     stats: Stats,
     scratch: Vec<u8>,
-    images: Option<std::sync::Arc<crate::images::ImageSet>>,
+    images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>,
     /// The image the last good replayed frame was.
     last_image: Option<usize>,
     /// Frames whose bytes are still being compared, oldest first (deferred checks only).
@@ -229,7 +229,7 @@ impl HostCore {
 
     /// Check frames against these replayed images (`rdmacam run --images`) instead of the
     /// synthetic pattern: each frame must equal one of them, converted as the camera does.
-    pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
+    pub fn set_images(&mut self, images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>) {
         self.images = images;
     }
 
@@ -353,7 +353,7 @@ impl HostCore {
                     chunks,
                 },
             )) => {
-                let seen = crate::net::monotonic_ns();
+                let seen = rdmacam_io::clock::monotonic_ns();
                 self.stats.bytes += valid_size;
                 push_bounded(&mut self.stats.block_ids, block_id);
                 push_bounded(&mut self.stats.trailers_seen, (block_id, seen));
@@ -576,7 +576,7 @@ impl OrspHost {
     }
 
     /// Check frames against replayed images ([`HostCore::set_images`]).
-    pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
+    pub fn set_images(&mut self, images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>) {
         self.core.set_images(images);
     }
 

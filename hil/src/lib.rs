@@ -5,18 +5,18 @@
 //! * [`sim`] — a deterministic lossy link and a virtual clock that joins a camera's requester to
 //!   a soft host, for tests that control every packet and microsecond.
 //! * [`host`] and [`run`] — the reference ORSP host and its GVCP/CM connection sequence.
-//! * `verbs` and `verbs_host` (cargo feature `verbs`) — the same host on libibverbs through
-//!   sideway, and the verbs plumbing the emulator's verbs transport shares.
+//! * [`gvcp`] — a GVCP client: register reads and writes with retries, and the heartbeat.
+//! * `verbs_host` and `verbs_cm` (cargo feature `verbs`) — the same host on libibverbs through
+//!   sideway (the verbs plumbing it shares with the camera is `rdmacam_io::verbs`).
+//!
+//! Sockets, capture, polling and image loading, which the camera uses too, are `rdmacam_io`'s.
 
 pub mod cm;
+pub mod gvcp;
 pub mod host;
-pub mod images;
-pub mod net;
 pub mod run;
 pub mod sim;
 pub mod soft;
-#[cfg(feature = "verbs")]
-pub mod verbs;
 #[cfg(feature = "verbs")]
 pub mod verbs_cm;
 #[cfg(feature = "verbs")]

@@ -16,8 +16,9 @@ use rdmacam_protocol::orsp::regs as oregs;
 use rdmacam_protocol::rc::Instant;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
+use crate::gvcp::GvcpClient;
 use crate::host::{HostConfig, OrspHost, Summary};
-use crate::net::{GvcpClient, RoceSocket};
+use rdmacam_io::roce::RoceSocket;
 
 /// What the host does.
 #[derive(Debug, Clone)]
@@ -64,7 +65,7 @@ pub struct HostOptions {
     pub chunks: bool,
     /// Check frames against these images (the camera runs `--images` with the same files)
     /// instead of the synthetic pattern.
-    pub images: Option<Arc<crate::images::ImageSet>>,
+    pub images: Option<Arc<rdmacam_io::images::ImageSet>>,
     /// Connect again this many times when a stream fails after it started (the camera
     /// restarted, the connection broke), waiting for the camera to answer discovery.
     pub reconnects: u32,
@@ -395,8 +396,8 @@ struct SoftPlane {
 }
 
 /// While packets are flowing (the last one moved less than
-/// [`BUSY_POLL_WHILE`](crate::net::BUSY_POLL_WHILE) ago), the soft host polls its socket for up
-/// to this long before it sleeps ([`busy_poll`](crate::net::busy_poll)). A sleeping receiver makes the sender pay a wake-up for nearly every packet
+/// [`BUSY_POLL_WHILE`](rdmacam_io::poll::BUSY_POLL_WHILE) ago), the soft host polls its socket for up
+/// to this long before it sleeps ([`busy_poll`](rdmacam_io::poll::busy_poll)). A sleeping receiver makes the sender pay a wake-up for nearly every packet
 /// (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the camera's
 /// window is small and the host often catches up, that cost the demo a fifth to a third of its
 /// goodput (docs/BENCHMARKS.md).
@@ -444,7 +445,7 @@ impl Plane {
         }
     }
 
-    fn set_images(&mut self, images: Option<Arc<crate::images::ImageSet>>) {
+    fn set_images(&mut self, images: Option<Arc<rdmacam_io::images::ImageSet>>) {
         match self {
             Plane::Soft(p) => p.host.set_images(images),
             #[cfg(feature = "verbs")]
@@ -486,12 +487,12 @@ impl Plane {
         match self {
             Plane::Soft(p) => {
                 use std::os::fd::AsFd;
-                if p.active.elapsed() < crate::net::BUSY_POLL_WHILE
-                    && crate::net::busy_poll(p.roce.as_fd(), BUSY_POLL)?
+                if p.active.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
+                    && rdmacam_io::poll::busy_poll(p.roce.as_fd(), BUSY_POLL)?
                 {
                     return Ok(());
                 }
-                crate::net::wait_readable([p.roce.as_fd()], Duration::from_millis(1))?;
+                rdmacam_io::poll::wait_readable([p.roce.as_fd()], Duration::from_millis(1))?;
             }
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => {

@@ -5,7 +5,7 @@
 //! 2. `rdma_resolve_addr(camera:cm_port)` → ADDR_RESOLVED; `rdma_resolve_route` →
 //!    ROUTE_RESOLVED.
 //! 3. `rdma_connect` with our own QP's number (the QP was created and put in INIT by
-//!    [`VerbsQp`](crate::verbs::VerbsQp), receives posted) → REQ; the camera answers REP, or
+//!    [`VerbsQp`](rdmacam_io::verbs::VerbsQp), receives posted) → REQ; the camera answers REP, or
 //!    REJ (→ REJECTED, whose status is the IB CM reject reason).
 //! 4. CONNECT_RESPONSE: `rdma_init_qp_attr` for RTR and RTS (the camera's QPN, both PSNs, the
 //!    path MTU and address vector the CM negotiated), `ibv_modify_qp` twice, `rdma_establish`

@@ -19,7 +19,7 @@ use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
 use sideway::ibverbs::completion::WorkCompletionStatus;
 
 use crate::host::{HostConfig, HostCore, RECV_SIZE, Stats};
-use crate::verbs::{RcAttrs, Region, VerbsQp, Wc, status_name};
+use rdmacam_io::verbs::{RcAttrs, Region, VerbsQp, Wc, status_name};
 
 /// Receives kept posted (the camera sends at most LEADER + TRAILER per buffer in flight, plus
 /// events).
@@ -104,7 +104,7 @@ impl VerbsHost {
     }
 
     /// Check frames against replayed images ([`crate::host::HostCore::set_images`]).
-    pub fn set_images(&mut self, images: Option<std::sync::Arc<crate::images::ImageSet>>) {
+    pub fn set_images(&mut self, images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>) {
         self.core.set_images(images);
     }
 

@@ -2,7 +2,7 @@
 # Guest script (the Soft-RoCE VM, hil/vm/README.md): our senders into rxe against perftest's
 # ib_write_bw over rxe0 in the same boot, for docs/BENCHMARKS.md (issue 9, item 3).
 #   OUT=/tmp/bench hil/vm/run-vm.sh hil/vm/bench-rxe.sh      (after building with
-#   cargo build --release -p rdmacam -p rdmacam-hil --features rdmacam/verbs --bins --example udp_blast)
+#   cargo build --release -p rdmacam -p rdmacam-hil --features rdmacam/verbs --bins && cargo build --release -p rdmacam-io --example udp_blast)
 # Env: FRAMES (default 60) of 1920x1080 Mono8; SIZE for ib_write_bw (default the frame size).
 set -u
 REL=${RDMACAM_REL:-$LAB/../../target/release}

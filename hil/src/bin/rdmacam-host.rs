@@ -94,7 +94,7 @@ struct Args {
     images: Option<String>,
     /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT.
     #[arg(long, value_name = "WxH:FORMAT")]
-    raw_format: Option<rdmacam_hil::images::RawFormat>,
+    raw_format: Option<rdmacam_io::images::RawFormat>,
     /// Ask the camera for a fault once N frames arrived, through its FaultInjection features
     /// (repeatable): N:KIND[:AMOUNT], KIND a FaultSelector entry (PacketLoss, PacketReorder,
     /// PacketDuplicate, FrameDrop, PacketCorrupt, StreamStall, ControlSilence, Reboot,
@@ -158,7 +158,7 @@ fn main() -> ExitCode {
         reconnects: a.reconnect,
         inject: a.inject,
         images: match &a.images {
-            Some(path) => match rdmacam_hil::images::ImageSet::load(path, a.raw_format) {
+            Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {
                 Ok(set) => Some(Arc::new(set)),
                 Err(e) => {
                     eprintln!("rdmacam-host: {e:#}");

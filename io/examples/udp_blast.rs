@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use rdmacam_hil::net::{Gather, RoceSocket, TX_BATCH, gso_segments};
+use rdmacam_io::gso::{Gather, TX_BATCH, gso_segments};
+use rdmacam_io::roce::RoceSocket;
 
 const DATAGRAM: usize = 4112;
 

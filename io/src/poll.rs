@@ -1,0 +1,62 @@
+//! Waiting for sockets: block until one is readable, or poll without sleeping while a stream
+//! flows.
+
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant as StdInstant};
+
+/// How recently packets must have moved for a receive loop to busy-poll ([`busy_poll`]) rather
+/// than sleep at once: the stream is flowing, and the next packet is due within a round trip.
+pub const BUSY_POLL_WHILE: Duration = Duration::from_micros(500);
+
+/// Poll `fd` without sleeping until it has something to read (true) or `limit` passes (false),
+/// as an RDMA application polls its completion queue: a receiver that sleeps makes its peer
+/// pay a wake-up for the next packet. Used by the camera (for ACKs) and the soft host (for
+/// data) while a stream flows.
+pub fn busy_poll(fd: BorrowedFd<'_>, limit: Duration) -> std::io::Result<bool> {
+    let t = StdInstant::now();
+    while t.elapsed() < limit {
+        if wait_readable([fd], Duration::ZERO)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Block until one of `fds` has something to read or `timeout` passes; true if one has.
+/// `ppoll`, so the timeout has microsecond resolution: an idle loop that waits here wakes
+/// when an ACK or a command arrives, where a fixed sleep would add its whole length (and a
+/// timer slack that is far coarser in a VM) to every round trip.
+pub fn wait_readable<const N: usize>(
+    fds: [BorrowedFd<'_>; N],
+    timeout: Duration,
+) -> std::io::Result<bool> {
+    use nix::poll::{PollFd, PollFlags, ppoll};
+    // an array, not a Vec: this runs every time a loop goes idle
+    let mut polled = fds.map(|fd| PollFd::new(fd, PollFlags::POLLIN));
+    match ppoll(&mut polled, Some(timeout.into()), None) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn wait_readable_wakes_for_a_datagram_and_times_out_without_one() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fds = [other.as_fd(), rx.as_fd()];
+        assert!(!wait_readable(fds, Duration::from_micros(200)).unwrap());
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"ack", rx.local_addr().unwrap()).unwrap();
+        // a long timeout: the datagram, not the clock, ends the wait
+        assert!(wait_readable(fds, Duration::from_secs(30)).unwrap());
+        let mut b = [0u8; 8];
+        assert_eq!(rx.recv(&mut b).unwrap(), 3);
+    }
+}

@@ -1,0 +1,429 @@
+//! RoCEv2 over plain UDP sockets (no privilege): the camera's and the soft host's endpoint.
+//!
+//! RoCEv2 rule: the ICRC covers the IPv4 identification, so packets go out of an *unconnected*
+//! UDP socket with `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, for which Linux sends identification 0
+//! (measured in the rxe lab), or through UDP GSO, which numbers a send's segments 0, 1, 2, ...
+//! Received packets arrive without their IP header: their ICRC is checked against the header
+//! they must have had ([`IcrcCheck`]).
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::time::Instant as StdInstant;
+
+use rand::{Rng, SeedableRng};
+
+use crate::capture::{Capture, RECONSTRUCTED, reconstruct};
+use crate::gso::{
+    GSO_MAX_SEGMENTS, Gather, TX_BATCH, gso_segments, sendmmsg_to, sendmsg_segmented,
+};
+use crate::icrc::IcrcCheck;
+use crate::sockopt::{bind, no_check6_rx, pmtudisc_do, set_int};
+
+/// A RoCEv2 endpoint on UDP: a receive socket on the RoCE port and an unconnected send socket
+/// on the QP's source port (rebound to whatever source port the packets carry, since the ICRC
+/// covers it: the QP's entropy port).
+pub struct RoceSocket {
+    rx: UdpSocket,
+    rx_port: u16,
+    tx: UdpSocket,
+    tx_port: u16,
+    local: IpAddr,
+    loss: f64,
+    rng: rand::rngs::StdRng,
+    capture: Option<Capture>,
+    tos: u8,
+    gso_ok: bool,
+    /// Control-message space for `recvmsg` (the received TOS), kept so receiving allocates
+    /// nothing.
+    cmsg: Vec<u8>,
+    icrc: IcrcCheck,
+    /// Packets dropped on purpose (`--loss`).
+    pub dropped: u64,
+    /// Received packets discarded for a bad ICRC.
+    pub icrc_drops: u64,
+}
+
+impl std::fmt::Debug for RoceSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoceSocket")
+            .field("local", &self.local)
+            .field("rx_port", &self.rx_port)
+            .field("tx_port", &self.tx_port)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The receiving socket, for [`wait_readable`].
+impl AsFd for RoceSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+}
+
+impl RoceSocket {
+    /// Bind `local:rx_port` for receiving and `local:tx_port` for sending. `loss` (0..1) drops
+    /// that share of outgoing packets, reproducibly from `seed`.
+    pub fn bind(
+        local: IpAddr,
+        rx_port: u16,
+        tx_port: u16,
+        loss: f64,
+        seed: u64,
+    ) -> std::io::Result<Self> {
+        let at = |port| SocketAddr::new(local, port);
+        let rx = bind(at(rx_port), 16 << 20).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot bind RoCEv2 port {}: {e} (is it taken, or not a local address?)",
+                    at(rx_port)
+                ),
+            )
+        })?;
+        let tx = bind(at(tx_port), 16 << 20).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot bind RoCEv2 source port {}: {e}", at(tx_port)),
+            )
+        })?;
+        pmtudisc_do(&tx, local.is_ipv6())?;
+        if local.is_ipv6() {
+            no_check6_rx(&rx)?;
+        }
+        // the ECN bits of what arrives (a congested switch's CE mark asks for a CNP)
+        if local.is_ipv6() {
+            set_int(&rx, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
+        } else {
+            set_int(&rx, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        }
+        rx.set_nonblocking(true)?;
+        let tx_port = tx.local_addr()?.port();
+        Ok(RoceSocket {
+            rx,
+            rx_port,
+            tx,
+            tx_port,
+            local,
+            loss,
+            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            capture: None,
+            tos: 0,
+            gso_ok: true,
+            cmsg: nix::cmsg_space!(libc::c_int),
+            icrc: IcrcCheck::default(),
+            dropped: 0,
+            icrc_drops: 0,
+        })
+    }
+
+    /// Write every packet sent and received to a pcapng file at `path`.
+    pub fn capture_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        use pcap_file::pcapng::blocks::interface_description::{
+            InterfaceDescriptionBlock, InterfaceDescriptionOption,
+        };
+        let f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let mut w = pcap_file::pcapng::PcapNgWriter::new(f).map_err(std::io::Error::other)?;
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: pcap_file::DataLink::RAW,
+            snaplen: 0,
+            // pcap-file writes Enhanced Packet timestamps in nanoseconds: say so, or readers
+            // take the default microseconds and show times 1000 times too large
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+        })
+        .map_err(std::io::Error::other)?;
+        self.capture = Some(Capture {
+            w,
+            t0: StdInstant::now(),
+        });
+        Ok(())
+    }
+
+    /// The port packets leave from when they do not name one (`Path::src_port` 0 means the
+    /// QP's entropy port, to which the socket rebinds on the first packet).
+    pub fn tx_port(&self) -> u16 {
+        self.tx_port
+    }
+
+    fn rebind_tx(&mut self, port: u16) -> std::io::Result<()> {
+        let at = SocketAddr::new(self.local, port);
+        let tx = bind(at, 16 << 20).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot send from the QP's UDP port {at}: {e}"),
+            )
+        })?;
+        pmtudisc_do(&tx, self.local.is_ipv6())?;
+        self.tx = tx;
+        self.tx_port = port;
+        self.set_tos(self.tos)
+    }
+
+    /// Send one RoCEv2 IP packet marked ECN Congestion Experienced, as a congested switch
+    /// would have marked it (a fault on demand); the socket's TOS is restored after.
+    pub fn send_congested(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
+        let tos = self.tos;
+        let (_, _, src_port) = Self::addresses(ip_packet)?;
+        if src_port != self.tx_port {
+            self.rebind_tx(src_port)?;
+        }
+        self.set_tos(tos | 3)?;
+        let r = self.send(ip_packet);
+        self.set_tos(tos)?;
+        r
+    }
+
+    /// The IPv4 TOS / IPv6 traffic class byte (DSCP << 2 | ECN) of what this socket sends from
+    /// now on (ORSP TX_TUNING). The ICRC masks it, so it changes no checksum.
+    pub fn set_tos(&mut self, tos: u8) -> std::io::Result<()> {
+        self.tos = tos;
+        if !self.local.is_ipv6() {
+            return socket2::SockRef::from(&self.tx).set_tos(u32::from(tos));
+        }
+        set_int(
+            &self.tx,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_TCLASS,
+            libc::c_int::from(tos),
+        )
+    }
+
+    /// Send a whole RoCEv2 IP packet: the kernel writes the IP and UDP headers again, with the
+    /// same covered values (IPv4 identification 0 and DF; the fields it may choose differently,
+    /// like TTL, the IPv6 flow label and the UDP checksum, are masked in the ICRC), so only the
+    /// UDP payload is handed over.
+    pub fn send(&mut self, ip_packet: &[u8]) -> std::io::Result<()> {
+        self.send_many(std::iter::once(ip_packet))
+    }
+
+    /// Send several RoCEv2 IP packets as [`Self::send`] does, up to [`TX_BATCH`] per
+    /// `sendmmsg(2)` call; a change of UDP source port (the QP's entropy port) starts a new call.
+    /// No allocation: the batch lives on the stack.
+    pub fn send_many<'a>(
+        &mut self,
+        packets: impl IntoIterator<Item = &'a [u8]>,
+    ) -> std::io::Result<()> {
+        self.send_batched(packets, true)
+    }
+
+    /// [`send_many`](Self::send_many), dropping on purpose only if `lossy` (not for packets
+    /// whose sender already asked [`lose`](Self::lose)).
+    fn send_batched<'a>(
+        &mut self,
+        packets: impl IntoIterator<Item = &'a [u8]>,
+        lossy: bool,
+    ) -> std::io::Result<()> {
+        const NONE: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        let mut batch: [(&[u8], SocketAddr); TX_BATCH] = [(&[], NONE); TX_BATCH];
+        let mut n = 0;
+        for ip_packet in packets {
+            let (hl, dst, src_port) = Self::addresses(ip_packet)?;
+            if src_port != self.tx_port || n == TX_BATCH {
+                sendmmsg_to(self.tx.as_fd(), &batch[..n])?;
+                n = 0;
+                if src_port != self.tx_port {
+                    self.rebind_tx(src_port)?;
+                }
+            }
+            if let Some(c) = self.capture.as_mut() {
+                c.write(ip_packet, None);
+            }
+            if lossy && self.lose() {
+                continue;
+            }
+            let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
+            batch[n] = (&ip_packet[hl + 8..], SocketAddr::new(dst, port));
+            n += 1;
+        }
+        sendmmsg_to(self.tx.as_fd(), &batch[..n])
+    }
+
+    /// Whether the next packet is dropped on purpose (`--loss`; counted in `dropped`). Senders
+    /// that hand packets to [`send_gso`](Self::send_gso) ask before they seal a packet into a
+    /// run (its IPv4 identification, which the ICRC covers, is its place in the run), so a
+    /// lossy link keeps segmentation offload.
+    pub fn lose(&mut self) -> bool {
+        let lost = self.loss > 0.0 && self.rng.random_bool(self.loss);
+        self.dropped += u64::from(lost);
+        lost
+    }
+
+    /// Allow or forbid UDP segmentation offload (on by default where the kernel has it).
+    pub fn set_gso(&mut self, on: bool) {
+        self.gso_ok = on;
+    }
+
+    /// Whether [`send_gso`](Self::send_gso) hands segments to the kernel in one send (UDP
+    /// segmentation offload). Not when capturing, which needs each packet, nor after the kernel
+    /// refused GSO once. `--loss` is applied by the caller ([`lose`](Self::lose)) before a
+    /// packet joins a run.
+    pub fn gso(&self) -> bool {
+        self.gso_ok && self.capture.is_none()
+    }
+
+    /// Send packets that share a destination and UDP source port, each of the first's UDP
+    /// length except the last (which may be shorter), in one `sendmsg(2)` with `UDP_SEGMENT`:
+    /// the kernel cuts them apart and numbers their IPv4 identifications 0, 1, 2, ... (the
+    /// packets' ICRCs must have been computed with those; a single packet is sent as it is).
+    /// Gather I/O: the payload goes from where it lies, with no copy in user space. Falls back
+    /// to one copied datagram per packet when [`gso`](Self::gso) is off.
+    pub fn send_gso(&mut self, segs: &[Gather<'_>]) -> std::io::Result<()> {
+        let Some(first) = segs.first() else {
+            return Ok(());
+        };
+        if !self.gso() {
+            let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
+            return self.send_batched(whole.iter().map(Vec::as_slice), false);
+        }
+        let (hl, dst, src_port) = Self::addresses(first.header)?;
+        if src_port != self.tx_port {
+            self.rebind_tx(src_port)?;
+        }
+        let port = u16::from_be_bytes([first.header[hl + 2], first.header[hl + 3]]);
+        let seg = first.udp_len();
+        if segs.len() > gso_segments(seg)
+            || segs[..segs.len() - 1].iter().any(|g| g.udp_len() != seg)
+            || segs.last().is_some_and(|g| g.udp_len() > seg)
+        {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                "GSO segments must be equal but the last, which may be shorter",
+            ));
+        }
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 3 * GSO_MAX_SEGMENTS];
+        for (i, g) in segs.iter().enumerate() {
+            let parts = [&g.header[hl + 8..], g.payload, g.trailer];
+            for (j, part) in parts.iter().enumerate() {
+                iov[3 * i + j] = libc::iovec {
+                    iov_base: part.as_ptr().cast_mut().cast(),
+                    iov_len: part.len(),
+                };
+            }
+        }
+        let r = sendmsg_segmented(
+            self.tx.as_fd(),
+            SocketAddr::new(dst, port),
+            &mut iov[..3 * segs.len()],
+            seg,
+        );
+        match r {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
+                ) =>
+            {
+                // no UDP GSO here: from now on one datagram per packet
+                self.gso_ok = false;
+                let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
+                self.send_batched(whole.iter().map(Vec::as_slice), false)
+            }
+            r => r,
+        }
+    }
+
+    /// Header length, destination and UDP source port of a RoCEv2 IP packet.
+    fn addresses(ip_packet: &[u8]) -> std::io::Result<(usize, IpAddr, u16)> {
+        let (hl, dst): (usize, IpAddr) = match ip_packet.first() {
+            Some(0x45) if ip_packet.len() >= 28 => (
+                20,
+                IpAddr::V4(Ipv4Addr::new(
+                    ip_packet[16],
+                    ip_packet[17],
+                    ip_packet[18],
+                    ip_packet[19],
+                )),
+            ),
+            Some(b) if b >> 4 == 6 && ip_packet.len() >= 48 => {
+                let d: [u8; 16] = ip_packet[24..40].try_into().expect("16 bytes");
+                (40, IpAddr::V6(std::net::Ipv6Addr::from(d)))
+            }
+            _ => {
+                return Err(std::io::Error::new(
+                    ErrorKind::InvalidInput,
+                    "not a RoCEv2 IP packet",
+                ));
+            }
+        };
+        let src_port = u16::from_be_bytes([ip_packet[hl], ip_packet[hl + 1]]);
+        Ok((hl, dst, src_port))
+    }
+
+    /// With `--pcap`: write a received datagram with its IP and UDP headers rebuilt.
+    fn capture_received(&mut self, src: SocketAddr, datagram: &[u8]) {
+        if let Some(c) = self.capture.as_mut() {
+            let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, datagram);
+            c.write(&p, Some(RECONSTRUCTED));
+        }
+    }
+
+    /// A received packet with the ECN bits of its IP header: (source IP, destination IP, ECN,
+    /// the InfiniBand part BTH..ICRC).
+    pub fn recv_ecn<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, u8, &'a [u8])> {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
+        let dst = SocketAddr::new(self.local, self.rx_port);
+        let (n, src, tos) = loop {
+            let mut iov = [std::io::IoSliceMut::new(buf)];
+            let m = recvmsg::<SockaddrStorage>(
+                self.rx.as_raw_fd(),
+                &mut iov,
+                Some(&mut self.cmsg),
+                MsgFlags::MSG_DONTWAIT,
+            )
+            .ok()?;
+            let mut tos = 0u8;
+            for c in m.cmsgs().ok()? {
+                match c {
+                    ControlMessageOwned::Ipv4Tos(t) => tos = t,
+                    ControlMessageOwned::Ipv6TClass(t) => tos = t as u8,
+                    _ => {}
+                }
+            }
+            let src = m.address.and_then(|a: SockaddrStorage| {
+                a.as_sockaddr_in()
+                    .map(|s| SocketAddr::from(std::net::SocketAddrV4::from(*s)))
+                    .or(a
+                        .as_sockaddr_in6()
+                        .map(|s| SocketAddr::from(std::net::SocketAddrV6::from(*s))))
+            })?;
+            let n = m.bytes;
+            self.capture_received(src, &buf[..n]);
+            // a packet with a bad ICRC is discarded, as a RoCE NIC does
+            if self.icrc.ok(src, dst, &buf[..n]) {
+                break (n, src, tos);
+            }
+            self.icrc_drops += 1;
+        };
+        Some((src.ip(), self.local, tos & 3, &buf[..n]))
+    }
+
+    /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
+    pub fn recv<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, &'a [u8])> {
+        match self.rx.recv_from(buf) {
+            Ok((n, src)) => {
+                self.capture_received(src, &buf[..n]);
+                Some((src.ip(), self.local, &buf[..n]))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_orsp_dscp_byte_reaches_the_sending_socket() {
+        let mut s = RoceSocket::bind(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0, 0, 0.0, 1)
+            .expect("bind on loopback");
+        s.set_tos(0xb8).unwrap(); // DSCP 46 (EF), ECN 0
+        assert_eq!(socket2::SockRef::from(&s.tx).tos().unwrap(), 0xb8);
+        // a rebind to the QP's entropy port keeps it
+        s.rebind_tx(0).unwrap();
+        assert_eq!(socket2::SockRef::from(&s.tx).tos().unwrap(), 0xb8);
+    }
+}
