@@ -17,6 +17,8 @@
 mod rate;
 mod requester;
 mod responder;
+pub mod rtt;
+pub mod window;
 
 use core::net::IpAddr;
 use core::ops::{Add, Sub};

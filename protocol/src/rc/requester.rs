@@ -5,6 +5,8 @@ use core::time::Duration;
 use heapless::Deque;
 
 use super::rate::{RateConfig, RateController};
+use super::rtt::RttEstimator;
+use super::window::LossWindow;
 use super::{Instant, Path, PayloadRef, PayloadSource, local_ack_timeout};
 use crate::wire::aeth::{AethSyndrome, NakCode, rnr_timer_micros};
 use crate::wire::bth::{psn_add, psn_diff};
@@ -26,7 +28,7 @@ pub struct RequesterConfig {
     pub start_psn: u32,
     /// Local ACK timeout code: 4.096 µs × 2^timeout; 0 = wait forever. The longest the
     /// requester waits for an ACK before going back; once round trips have been measured it
-    /// goes back sooner, after an RTT-based timeout (RFC 6298, at least [`MIN_RTO`]).
+    /// goes back sooner, after an RTT-based timeout (RFC 6298, at least 500 µs).
     pub timeout: u8,
     /// How long the requester keeps trying without progress: the oldest request fails once
     /// no ACK has advanced for (`retry_cnt` + 1) local ACK timeouts (0..=7; unlike rxe, 7 is
@@ -224,7 +226,7 @@ impl TxPacket {
         false
     }
     /// The UDP payload (what a UDP socket sends): headers after IP and UDP, the payload, pad
-    /// and ICRC; its length. `None` for a header shorter than IPv4 + UDP.
+    /// and ICRC; its length.
     pub fn udp_len(&self) -> usize {
         let ip = match self.header.first().map(|b| b >> 4) {
             Some(6) => 40,
@@ -295,23 +297,6 @@ enum State {
     Error,
 }
 
-/// The smallest the loss-adaptive window gets, packets.
-pub const MIN_WINDOW: u32 = 4;
-
-/// The window a connection starts with, packets (it doubles per round trip from there while
-/// round trips stay short).
-pub const INITIAL_WINDOW: u32 = 16;
-
-/// The retransmission timeout before any round trip has been measured (doubled per timeout in
-/// a row, never beyond the configured one).
-pub const INITIAL_RTO: Duration = Duration::from_millis(20);
-
-/// The shortest RTT-based retransmission timeout.
-pub const MIN_RTO: Duration = Duration::from_micros(500);
-
-/// The shortest wait before a tail-loss probe.
-pub const MIN_PTO: Duration = Duration::from_micros(100);
-
 /// Round-trip time above twice the shortest that is taken for noise, not queueing (the
 /// default of [`RequesterConfig::queue_slack_ns`]).
 /// 50 µs let the queue (and so the go-back-N of each loss) grow to ~29 packets of 4 KiB at
@@ -346,23 +331,12 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// A tail-loss probe due: the PSN to send again.
     probe_psn: Option<u32>,
     /// The last ACK timeout, to tell a spurious one: when it fired and the window before it.
-    last_timeout: Option<(Instant, u32, u32)>,
+    last_timeout: Option<(Instant, (u32, u32))>,
     rnr_until: Option<Instant>,
-    /// The loss-adaptive window, packets: halved on a loss, grown back as ACKs arrive.
-    cwnd: u32,
-    /// Below this the window doubles per round trip (slow start), above it grows by one.
-    ssthresh: u32,
-    /// Packets acknowledged towards the next +1 of the window above `ssthresh`.
-    cwnd_acc: u32,
-    /// One past the highest PSN sent when the window was last cut: losses below it belong to
-    /// the same event and do not cut it again.
-    recovery_end: u32,
-    /// Smoothed round-trip time and its variation, ns (RFC 6298), once measured.
-    srtt: Option<(u64, u64)>,
-    /// The shortest round trip seen, ns, and the latest: a round trip well above the shortest
-    /// means packets queue somewhere, and a larger window would only queue more.
-    min_rtt: u64,
-    last_rtt: u64,
+    /// The loss-adaptive window.
+    window: LossWindow,
+    /// Round trips measured, and the timers they set.
+    rtt: RttEstimator,
     /// A first transmission whose ACK times a round trip: (PSN, when it left).
     rtt_probe: Option<(u32, Instant)>,
     /// Timeouts in a row: the RTT-based timer doubles with each.
@@ -399,13 +373,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             probe_psn: None,
             last_timeout: None,
             rnr_until: None,
-            cwnd: INITIAL_WINDOW.min(cfg.max_unacked).max(MIN_WINDOW),
-            ssthresh: cfg.max_unacked.max(MIN_WINDOW),
-            cwnd_acc: 0,
-            recovery_end: start,
-            srtt: None,
-            min_rtt: u64::MAX,
-            last_rtt: 0,
+            window: LossWindow::new(cfg.max_unacked, start),
+            rtt: RttEstimator::new(),
             rtt_probe: None,
             backoff: 0,
             waiting_since: Instant::ZERO,
@@ -426,12 +395,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     pub fn counters(&self) -> RequesterCounters {
         let mut c = self.counters;
         c.window = u64::from(self.window());
-        c.srtt_ns = self.srtt.map_or(0, |(s, _)| s);
-        c.min_rtt_ns = if self.min_rtt == u64::MAX {
-            0
-        } else {
-            self.min_rtt
-        };
+        c.srtt_ns = self.rtt.smoothed().unwrap_or(0);
+        c.min_rtt_ns = self.rtt.min().unwrap_or(0);
         c
     }
 
@@ -499,45 +464,16 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         psn_diff(psn, self.una) as u32
     }
 
-    /// Packets that may be in flight unacknowledged now. A responder (rxe, a NIC) discards
-    /// everything after a gap, so each loss costs a go-back-N of up to the window: the window
-    /// is halved on a loss (a sequence NAK or an ACK timeout; once per window of packets, as
-    /// TCP's NewReno does) and grows back as ACKs come (doubling per round trip up to half its
-    /// last size, then one packet per window), never above `max_unacked`.
+    /// Packets that may be in flight unacknowledged now: the loss-adaptive window
+    /// ([`LossWindow`]), never above `max_unacked`.
     pub fn window(&self) -> u32 {
-        self.cwnd.min(self.cfg.max_unacked).max(1)
+        self.window.get()
     }
 
-    /// A loss at `psn` was detected: cut the window, unless this loss belongs to a window
-    /// already cut for.
+    /// A loss at `psn` was detected: cut the window (once per window of packets).
     fn on_loss(&mut self, psn: u32, timeout: bool) {
-        if psn_diff(psn, self.recovery_end) < 0 && !timeout {
-            return;
-        }
-        self.ssthresh = (self.window() / 2).max(MIN_WINDOW);
-        self.cwnd = self.ssthresh;
-        self.cwnd_acc = 0;
-        self.recovery_end = self.sent_end;
-        self.counters.window_cuts += 1;
-    }
-
-    /// `n` more packets were acknowledged: grow the window, unless the round trip says packets
-    /// already queue (more than twice the shortest round trip plus 20 µs): past the path's
-    /// bandwidth-delay product a larger window buys no rate, only a larger go-back-N per loss.
-    fn on_acked(&mut self, n: u32) {
-        let max = self.cfg.max_unacked.max(MIN_WINDOW);
-        if self.min_rtt != u64::MAX && self.last_rtt > self.min_rtt * 2 + self.cfg.queue_slack_ns {
-            return;
-        }
-        if self.cwnd < self.ssthresh {
-            self.cwnd = (self.cwnd + n).min(self.ssthresh).min(max);
-        } else {
-            self.cwnd_acc += n;
-            let step = (self.cwnd / 4).max(1);
-            while self.cwnd_acc >= step && self.cwnd < max {
-                self.cwnd_acc -= step;
-                self.cwnd += 1;
-            }
+        if self.window.on_loss(psn, timeout, self.sent_end) {
+            self.counters.window_cuts += 1;
         }
     }
 
@@ -744,9 +680,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.fail_from(self.una, WcStatus::RetryExceeded);
             return;
         }
-        let before = (self.cwnd, self.ssthresh);
+        let before = self.window.snapshot();
         self.on_loss(self.una, true);
-        self.last_timeout = Some((now, before.0, before.1));
+        self.last_timeout = Some((now, before));
         self.retry_left = self.retry_left.saturating_sub(1);
         // random loss, not congestion, is what times out here: back off twice at most
         self.backoff = (self.backoff + 1).min(2);
@@ -867,19 +803,22 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // than any answer to what was sent again could, answers the packets sent before it:
         // the timeout was spurious (a host or a scheduler that paused, not a loss). Undo its
         // window cut; sending resumes from what is acknowledged.
-        if let Some((at, cwnd, ssthresh)) = self.last_timeout.take() {
-            let too_soon = self.min_rtt != u64::MAX && now.0.saturating_sub(at.0) < self.min_rtt;
+        if let Some((at, before)) = self.last_timeout.take() {
+            let too_soon = self
+                .rtt
+                .min()
+                .is_some_and(|m| now.0.saturating_sub(at.0) < m);
             if psn_diff(end, self.send_psn) > 0 || too_soon {
-                self.cwnd = self.cwnd.max(cwnd);
-                self.ssthresh = self.ssthresh.max(ssthresh);
+                self.window.restore(before);
                 self.counters.spurious_timeouts += 1;
             }
         }
-        self.on_acked(psn_diff(end, self.una) as u32);
+        let queueing = self.rtt.queueing(self.cfg.queue_slack_ns);
+        self.window.on_acked(psn_diff(end, self.una) as u32, queueing);
         if let Some((p, sent)) = self.rtt_probe
             && psn_diff(end, p) > 0
         {
-            self.rtt_sample(now.0.saturating_sub(sent.0));
+            self.rtt.sample(now.0.saturating_sub(sent.0));
             self.rtt_probe = None;
         }
         self.backoff = 0;
@@ -910,43 +849,16 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.probe_at = self.ack_deadline.and(self.pto().map(|t| now + t));
     }
 
-    /// The tail-loss probe timeout: two smoothed round trips (at least [`MIN_PTO`]), when that
-    /// is shorter than the retransmission timeout; `None` before a round trip was measured.
+    /// The tail-loss probe timeout ([`RttEstimator::pto`]).
     fn pto(&self) -> Option<Duration> {
-        let (srtt, _) = self.srtt?;
-        let pto = Duration::from_nanos(2 * srtt).max(MIN_PTO);
-        (pto < self.rto()?).then_some(pto)
+        self.rtt.pto(self.rto()?)
     }
 
-    /// A round-trip sample, ns (RFC 6298 §2).
-    fn rtt_sample(&mut self, r: u64) {
-        self.min_rtt = self.min_rtt.min(r);
-        self.last_rtt = r;
-        self.srtt = Some(match self.srtt {
-            None => (r, r / 2),
-            Some((srtt, var)) => {
-                let var = (3 * var + srtt.abs_diff(r)) / 4;
-                ((7 * srtt + r) / 8, var)
-            }
-        });
-    }
-
-    /// The retransmission timeout now: RTT-based once measured (srtt + 4·rttvar, at least
-    /// [`MIN_RTO`], doubled per timeout in a row), never longer than the configured local ACK
-    /// timeout; `None` when that is infinite.
+    /// The retransmission timeout now ([`RttEstimator::rto`] after the timeouts in a row), never
+    /// longer than the configured local ACK timeout; `None` when that is infinite.
     pub fn rto(&self) -> Option<Duration> {
         let max = local_ack_timeout(self.cfg.timeout)?;
-        let Some((srtt, var)) = self.srtt else {
-            // nothing measured yet: a first message (a HELLO) lost on a long configured timeout
-            // would wait out all of it
-            return Some(
-                INITIAL_RTO
-                    .saturating_mul(1 << self.backoff.min(16))
-                    .min(max),
-            );
-        };
-        let base = Duration::from_nanos(srtt + 4 * var).max(MIN_RTO);
-        Some(base.saturating_mul(1 << self.backoff.min(16)).min(max))
+        Some(self.rtt.rto(self.backoff, max))
     }
 
     /// Whether the oldest request has waited (`retry_cnt` + 1) local ACK timeouts without an
