@@ -453,14 +453,14 @@ fn bad_settings_are_refused_before_anything_starts() {
 
 #[test]
 fn a_second_camera_on_a_served_address_exits_with_a_clear_error() {
-    let first = spawn_udp_camera((39587, 47942, 47943), &[]);
+    let first = spawn_udp_camera((19587, 17942, 17943), &[]);
     let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
         .args([
             "run",
             "--ip",
             "127.0.0.1",
             "--gvcp-port",
-            "39587",
+            "19587",
             "--duration",
             "2",
         ])
@@ -471,14 +471,14 @@ fn a_second_camera_on_a_served_address_exits_with_a_clear_error() {
     let _ = first.wait();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("127.0.0.1:39587 is already served"), "{err}");
+    assert!(err.contains("127.0.0.1:19587 is already served"), "{err}");
 }
 
 #[test]
 fn the_reference_host_says_when_a_camera_offers_no_orsp() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let ports = (39588, 47944, 47945);
+    let ports = (19588, 17944, 17945);
     let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
         .args([
             "run",
@@ -489,7 +489,7 @@ fn the_reference_host_says_when_a_camera_offers_no_orsp() {
             "--duration",
             "20",
         ])
-        .args(["--gvcp-port", "39588"])
+        .args(["--gvcp-port", "19588"])
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -506,21 +506,21 @@ fn the_reference_host_says_when_a_camera_offers_no_orsp() {
 
 #[test]
 fn run_transport_udp_streams_to_the_reference_host_and_captures_every_packet() {
-    stream_and_capture("127.0.0.1", (39580, 47930, 47931), None);
+    stream_and_capture("127.0.0.1", (19580, 17930, 17931), None);
 }
 
 /// ORSP over IPv6 (the host writes its IPv6 GID to OrspHostGid; GVCP stays IPv4).
 #[test]
 fn run_transport_udp_streams_over_ipv6() {
-    stream_and_capture("::1", (39581, 47932, 47933), None);
+    stream_and_capture("::1", (19581, 17932, 17933), None);
 }
 
 /// The reference host connects with the RDMA CM (`rdmacam-host --connect cm`): REQ, REP with the
 /// HELLO, RTU, frames, DREQ/DREP; over IPv4 and IPv6.
 #[test]
 fn the_reference_host_connects_through_the_rdma_cm() {
-    stream_and_capture("127.0.0.1", (39582, 47934, 47935), Some(7471));
-    stream_and_capture("::1", (39583, 47936, 47937), Some(7471));
+    stream_and_capture("127.0.0.1", (19582, 17934, 17935), Some(7471));
+    stream_and_capture("::1", (19583, 17936, 17937), Some(7471));
 }
 
 /// A host asking for a port nothing listens on gets a REJ and says so.
@@ -528,7 +528,7 @@ fn the_reference_host_connects_through_the_rdma_cm() {
 fn a_host_asking_the_wrong_cm_port_reports_the_rejection() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let ports = (39584, 47938, 47939);
+    let ports = (19584, 17938, 17939);
     let mut cam = spawn_udp_camera(ports, &[]);
     let o = host_options(ports, 5, Some(7472));
     let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
@@ -545,7 +545,7 @@ fn latency_logs_of_camera_and_host_join_on_one_clock() {
     use std::sync::atomic::AtomicBool;
     let dir = tempfile::tempdir().unwrap();
     let (cam_log, host_log) = (dir.path().join("cam.csv"), dir.path().join("host.csv"));
-    let ports = (39586, 47940, 47941);
+    let ports = (19586, 17940, 17941);
     let mut cam = spawn_udp_camera(ports, &["--latency-log", cam_log.to_str().unwrap()]);
     let mut o = host_options(ports, 20, None);
     o.latency_log = Some(host_log.clone());
@@ -583,7 +583,7 @@ fn latency_logs_of_camera_and_host_join_on_one_clock() {
 fn a_killed_camera_is_named_as_the_cause() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let ports = (39589, 47946, 47947);
+    let ports = (19589, 17946, 17947);
     let mut cam = spawn_udp_camera(ports, &["--width", "320", "--height", "240"]);
     let host = std::thread::spawn(move || {
         rdmacam_hil::run::run_host(
@@ -616,7 +616,7 @@ fn a_killed_camera_is_named_as_the_cause() {
 fn chunk_data_reaches_the_host_buffer_over_orsp() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let ports = (39587, 47942, 47943);
+    let ports = (19587, 17942, 17943);
     let mut cam = spawn_udp_camera(ports, &[]);
     let mut o = host_options(ports, 30, None);
     o.chunks = true;
@@ -638,7 +638,7 @@ fn chunk_data_reaches_the_host_buffer_over_orsp() {
 fn the_reference_host_reconnects_to_a_restarted_camera() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let ports = (39590, 47948, 47949);
+    let ports = (19590, 17948, 17949);
     let args = ["--width", "320", "--height", "240", "--fps", "50"];
     let mut cam = spawn_udp_camera(ports, &args);
     let mut o = host_options(ports, 400, None);
@@ -677,7 +677,7 @@ fn every_pixel_format_streams_byte_exact_over_orsp() {
     .into_iter()
     .enumerate()
     {
-        let ports = (39591, 47950 + 2 * i as u16, 47951 + 2 * i as u16);
+        let ports = (19591, 17950 + 2 * i as u16, 17951 + 2 * i as u16);
         let mut cam = spawn_udp_camera(
             ports,
             &["--pixel-format", pf, "--width", "333", "--height", "101"],
@@ -713,7 +713,7 @@ fn replayed_images_reach_the_reference_host_byte_for_byte() {
     let set =
         Arc::new(rdmacam_io::images::ImageSet::load(dir.path().to_str().unwrap(), None).unwrap());
     for (i, pf) in ["Mono8", "BayerGB8", "RGB8"].into_iter().enumerate() {
-        let ports = (39592, 47970 + 2 * i as u16, 47971 + 2 * i as u16);
+        let ports = (19592, 17970 + 2 * i as u16, 17971 + 2 * i as u16);
         let mut cam = spawn_udp_camera(
             ports,
             &[

@@ -180,7 +180,7 @@ fn host(
 /// shows in the host's summary as it happened and in the camera's count.
 #[test]
 fn a_host_injects_faults_at_the_moment_it_chooses() {
-    let ports = (39610, 47960, 47961);
+    let ports = (19610, 17960, 17961);
     let cam = camera("127.0.0.1", ports, &[]);
     let mut o = host("127.0.0.1", "127.0.0.1", ports, 200);
     o.inject = [
@@ -239,7 +239,7 @@ fn a_host_injects_faults_at_the_moment_it_chooses() {
 /// aimed at one of them: every frame of every camera checked, the fault only where aimed.
 #[test]
 fn three_cameras_stream_orsp_at_once_and_a_fault_hits_only_its_camera() {
-    let ports = (39620, 47970, 47971);
+    let ports = (19620, 17970, 17971);
     let cam = camera(
         "127.0.0.31,127.0.0.32,127.0.0.33",
         ports,
