@@ -15,7 +15,7 @@ use crate::device::stream::StreamPacket;
 use crate::device::{Device, DeviceEvent, GvcpReply, regs};
 use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE, failure_code};
 use crate::orsp::msg::event;
-use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel};
+use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel, TransportCounters};
 use crate::rc::{
     Completion, DcqcnConfig, Instant, Path, PayloadSource, Placement, QueuePair, RateConfig,
     RecvStatus, RequesterConfig, RequesterCounters, ResponderConfig, TxPacket, WcStatus,
@@ -485,7 +485,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     }
 
     /// The InfiniBand part of a received packet (a UDP socket cannot see the IP header, so the
-    /// ICRC is not checked there: `design/ORSP.md` §12).
+    /// ICRC is not checked there: `docs/orsp-spec.md` §8).
     pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
         if ib.first() == Some(&Opcode::UD_SEND_ONLY.0) {
             self.handle_gsi(now, src, ib);
@@ -575,13 +575,13 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             self.device.orsp().on_completion(&c);
         }
         let rc = qp.requester.counters();
-        self.device.set_rc_counters([
-            rc.retransmitted_packets as u32,
-            rc.rnr_naks as u32,
-            rc.seq_naks as u32,
-            rc.cnps as u32,
-            rc.timeouts as u32,
-        ]);
+        self.device.set_transport_counters(TransportCounters {
+            retransmitted: rc.retransmitted_packets as u32,
+            rnr_naks: rc.rnr_naks as u32,
+            seq_naks: rc.seq_naks as u32,
+            cnps: rc.cnps as u32,
+            ack_timeouts: rc.timeouts as u32,
+        });
         if let Some(code) = failed {
             self.device.orsp_failed(code);
             self.process_events();

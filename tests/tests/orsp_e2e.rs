@@ -1,6 +1,6 @@
 //! ORSP end to end on a virtual clock: the camera (device + RC queue pair + frame memory) and
 //! the reference host (soft responder + its own requester) joined by the seeded lossy link, the
-//! host doing the GVCP register exchange of `design/ORSP.md` §3 exactly as a real host would.
+//! host doing the GVCP register exchange of `docs/orsp-spec.md` §6 exactly as a real host would.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -299,13 +299,17 @@ fn thousand_frames_arrive_once_byte_exact_in_order_at_0_1_and_5_percent_loss() {
             s.frame_numbers.windows(2).all(|p| p[1] == p[0] + 1),
             "frame counters consecutive"
         );
-        let retx = w.read(oregs::BASE + 0x6C);
+        let retx = w.read(oregs::BASE + oregs::COUNTER_RETRANSMITTED);
         if loss > 0.0 {
             assert!(retx > 0, "loss {loss} needed retransmissions");
         } else {
             assert_eq!(retx, 0);
         }
-        assert_eq!(w.read(oregs::BASE + 0x60), 1000, "FRAMES_SENT register");
+        assert_eq!(
+            w.read(oregs::BASE + oregs::COUNTER_FRAMES_SENT),
+            1000,
+            "FRAMES_SENT register"
+        );
         assert_eq!(
             w.read(oregs::BASE + oregs::STATUS) & 0xf,
             2,
@@ -342,7 +346,7 @@ fn a_host_that_stops_queuing_makes_the_camera_drop_then_recover() {
     w.run_until(|w| w.host.stats().good == 4, Duration::from_secs(5));
     w.run_until(|_| false, Duration::from_millis(100));
     assert_eq!(w.host.stats().good, 4);
-    let dropped_so_far = w.read(oregs::BASE + 0x64);
+    let dropped_so_far = w.read(oregs::BASE + oregs::COUNTER_FRAMES_DROPPED);
     assert!(dropped_so_far > 0, "camera counted drops");
     // buffers come back: streaming resumes, the next LEADER says frames were dropped
     w.host.queue(&[0, 1, 2, 3]);

@@ -3,6 +3,7 @@
 
 use super::acquisition::Exposure;
 use super::chunks::Chunks;
+use super::features::acquisition::mode;
 use super::frame::{Frame, FrameSource};
 use super::stream::{ChannelConfig, StreamPacket};
 use super::{Device, features, regs};
@@ -49,8 +50,8 @@ impl Device {
     /// SingleFrame or MultiFrame asks for.
     pub(super) fn frame_taken(&mut self, now: Instant, e: Exposure) -> bool {
         let limit = match self.cam.get(regs::ACQUISITION_MODE) {
-            1 => Some(1),
-            2 => Some(self.cam.get(regs::FRAME_COUNT)),
+            mode::SINGLE_FRAME => Some(1),
+            mode::MULTI_FRAME => Some(self.cam.get(regs::FRAME_COUNT)),
             _ => None,
         };
         self.acq.taken(now, e, self.timing(), limit)

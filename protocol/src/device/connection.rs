@@ -5,7 +5,7 @@ use core::net::IpAddr;
 
 use super::{Device, DeviceEvent, ORSP_BUFFERS};
 use crate::cm::{self, CmEvent, CmListener, ListenerConfig};
-use crate::orsp::{self, ConnectParams, OrspChannel};
+use crate::orsp::{self, ConnectParams, OrspChannel, TransportCounters};
 use crate::rc::Instant;
 
 impl Device {
@@ -22,8 +22,8 @@ impl Device {
 
     /// The transport's RC counters for the ORSP COUNTERS registers: retransmitted packets, RNR
     /// NAKs, sequence NAKs, CNPs, ACK timeouts.
-    pub fn set_rc_counters(&mut self, c: [u32; 5]) {
-        self.rc_counters = c;
+    pub fn set_transport_counters(&mut self, c: TransportCounters) {
+        self.transport_counters = c;
     }
 
     /// Whether an RDMA CM request from `src` comes from the controlling application: its GVCP

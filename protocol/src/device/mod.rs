@@ -41,7 +41,7 @@ use crate::cm::{self, CmListener};
 use crate::gev::PixelFormat;
 use crate::gev::gvcp;
 use crate::orsp::regs as orsp_regs;
-use crate::orsp::{ConnectParams, OrspChannel};
+use crate::orsp::{ConnectParams, OrspChannel, TransportCounters};
 use crate::rc::Instant;
 use crate::wire::pmtu::Pmtu;
 use acquisition::Acquisition;
@@ -295,7 +295,7 @@ pub struct Device {
     orsp: OrspChannel<ORSP_BUFFERS>,
     cm: Option<(u16, CmListener)>,
     cm_accepted: Option<cm::Accepted>,
-    rc_counters: [u32; 5],
+    transport_counters: TransportCounters,
     events: Deque<DeviceEvent, 8>,
     counters: GvcpCounters,
     last_ack: Option<LastAck>,
@@ -345,7 +345,7 @@ impl Device {
             orsp: OrspChannel::new(cfg.orsp_qpn, cfg.entropy, cfg.orsp_max_pmtu),
             cm: None,
             cm_accepted: None,
-            rc_counters: [0; 5],
+            transport_counters: TransportCounters::default(),
             events: Deque::new(),
             counters: GvcpCounters::default(),
             last_ack: None,

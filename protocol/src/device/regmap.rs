@@ -152,7 +152,7 @@ impl Device {
             return Ok(0);
         }
         self.orsp
-            .read_reg(offset, &self.rc_counters)
+            .read_reg(offset, &self.transport_counters)
             .ok_or(status::INVALID_ADDRESS)
     }
 

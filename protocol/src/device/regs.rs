@@ -1,5 +1,5 @@
 //! Register addresses: GigE Vision bootstrap registers (`reference/gev.md` §3.3) below 0x10000,
-//! the ORSP block of stream channel n at 0x10000 + 0x100·n (`design/ORSP.md` §2), the camera's
+//! the ORSP block of stream channel n at 0x10000 + 0x100·n (`docs/orsp-spec.md` §3), the camera's
 //! own registers at 0x1F000..0x1F200, the GenICam XML at 0x20000.
 
 #![allow(missing_docs)]

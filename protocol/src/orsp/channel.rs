@@ -36,7 +36,7 @@ const TAG_MSG: u64 = 1 << 48;
 const TAG_TRAILER: u64 = 2 << 48;
 const TAG_WRITE: u64 = 3 << 48;
 
-/// Channel states (STATUS bits 3..0, `design/ORSP.md` §13).
+/// Channel states (STATUS bits 3..0, `docs/orsp-spec.md` §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// Nothing configured.
@@ -64,6 +64,22 @@ pub struct OrspCounters {
     pub frames_truncated: u32,
     /// Malformed host messages ignored.
     pub bad_messages: u32,
+}
+
+/// The transport's counters that the COUNTERS registers show beside the channel's own (a
+/// transport's view: the soft queue pair's requester, or what a NIC reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransportCounters {
+    /// RoCEv2 packets sent again.
+    pub retransmitted: u32,
+    /// RNR NAKs received.
+    pub rnr_naks: u32,
+    /// PSN sequence error NAKs received.
+    pub seq_naks: u32,
+    /// CNPs received.
+    pub cnps: u32,
+    /// Local ACK timeouts.
+    pub ack_timeouts: u32,
 }
 
 /// What the transport needs to bring its queue pair up after CONNECT.
@@ -226,7 +242,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     // ------------------------------------------------------------- registers
 
     /// Read a register at `offset` within the block.
-    pub fn read_reg(&self, offset: u32, rc_counters: &[u32; 5]) -> Option<u32> {
+    pub fn read_reg(&self, offset: u32, transport: &TransportCounters) -> Option<u32> {
         Some(match offset {
             regs::ORSP_VERSION => 0x0001_0000,
             regs::ORSP_CAPS => self.caps(),
@@ -259,14 +275,14 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             regs::CONTROL => 0,
             regs::STATUS => (u32::from(self.last_error) << 16) | self.state as u32,
             regs::CM_PORT => self.cm_port,
-            0x60 => self.counters.frames_sent,
-            0x64 => self.counters.frames_dropped,
-            0x68 => self.counters.frames_truncated,
-            0x6C => rc_counters[0],
-            0x70 => rc_counters[1],
-            0x74 => rc_counters[2],
-            0x78 => rc_counters[3],
-            0x7C => rc_counters[4],
+            regs::COUNTER_FRAMES_SENT => self.counters.frames_sent,
+            regs::COUNTER_FRAMES_DROPPED => self.counters.frames_dropped,
+            regs::COUNTER_FRAMES_TRUNCATED => self.counters.frames_truncated,
+            regs::COUNTER_RETRANSMITTED => transport.retransmitted,
+            regs::COUNTER_RNR_NAKS => transport.rnr_naks,
+            regs::COUNTER_SEQ_NAKS => transport.seq_naks,
+            regs::COUNTER_CNPS => transport.cnps,
+            regs::COUNTER_ACK_TIMEOUTS => transport.ack_timeouts,
             o if o < regs::BLOCK => 0,
             _ => return None,
         })
@@ -1126,10 +1142,12 @@ mod tests {
     fn a_link_with_a_smaller_mtu_lowers_caps_and_refuses_a_larger_path_mtu() {
         let mut c = OrspChannel::<8>::new(0x11, 7, Pmtu::Mtu4096);
         c.set_max_pmtu(Pmtu::Mtu1024);
-        let caps = c.read_reg(regs::ORSP_CAPS, &[0; 5]).unwrap();
+        let caps = c
+            .read_reg(regs::ORSP_CAPS, &TransportCounters::default())
+            .unwrap();
         assert_eq!((caps >> 8) & 0xf, Pmtu::Mtu1024 as u32);
         assert_eq!(
-            c.read_reg(regs::PATH_MTU, &[0; 5]),
+            c.read_reg(regs::PATH_MTU, &TransportCounters::default()),
             Some(Pmtu::Mtu1024 as u32)
         );
         c.write_reg(regs::HOST_QPN, 0x22).unwrap();
@@ -1144,43 +1162,64 @@ mod tests {
     fn a_device_without_tos_control_says_so_and_ignores_the_byte() {
         let mut c = OrspChannel::<8>::new(0x11, 7, Pmtu::Mtu4096);
         assert_ne!(
-            c.read_reg(regs::ORSP_CAPS, &[0; 5]).unwrap() & regs::CAP_TOS,
+            c.read_reg(regs::ORSP_CAPS, &TransportCounters::default())
+                .unwrap()
+                & regs::CAP_TOS,
             0
         );
         c.set_tos_capable(false);
         assert_eq!(
-            c.read_reg(regs::ORSP_CAPS, &[0; 5]).unwrap() & regs::CAP_TOS,
+            c.read_reg(regs::ORSP_CAPS, &TransportCounters::default())
+                .unwrap()
+                & regs::CAP_TOS,
             0
         );
         c.write_reg(regs::TX_TUNING, 0x12b8_0000 | 0xb8).unwrap();
-        assert_eq!(c.read_reg(regs::TX_TUNING, &[0; 5]), Some(0x12b8_0000));
+        assert_eq!(
+            c.read_reg(regs::TX_TUNING, &TransportCounters::default()),
+            Some(0x12b8_0000)
+        );
     }
 
     #[test]
     fn a_transport_sets_the_real_device_qpn() {
         let mut c = OrspChannel::<8>::new(0x11, 7, Pmtu::Mtu4096);
         c.set_device_qpn(0x0100_0023);
-        assert_eq!(c.read_reg(regs::DEVICE_QPN, &[0; 5]), Some(0x23));
+        assert_eq!(
+            c.read_reg(regs::DEVICE_QPN, &TransportCounters::default()),
+            Some(0x23)
+        );
         assert_eq!(c.device_qp().0, 0x23);
     }
 
     #[test]
     fn disconnect_and_failure_release_frames_and_renew_the_psn() {
         let mut c = connected();
-        let psn = c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap();
+        let psn = c
+            .read_reg(regs::DEVICE_SQ_PSN, &TransportCounters::default())
+            .unwrap();
         c.fail(event::RETRY_EXCEEDED);
-        assert_eq!(c.read_reg(regs::STATUS, &[0; 5]), Some(0x9001_000f));
+        assert_eq!(
+            c.read_reg(regs::STATUS, &TransportCounters::default()),
+            Some(0x9001_000f)
+        );
         c.disconnect();
         assert_eq!(c.state(), State::Idle, "idle from any state");
-        assert_ne!(c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap(), psn);
+        assert_ne!(
+            c.read_reg(regs::DEVICE_SQ_PSN, &TransportCounters::default())
+                .unwrap(),
+            psn
+        );
     }
 
     #[test]
     fn qpn_and_first_psn_come_from_the_entropy_and_change_per_connection() {
         let numbers = |c: &OrspChannel<8>| {
             (
-                c.read_reg(regs::DEVICE_QPN, &[0; 5]).unwrap(),
-                c.read_reg(regs::DEVICE_SQ_PSN, &[0; 5]).unwrap(),
+                c.read_reg(regs::DEVICE_QPN, &TransportCounters::default())
+                    .unwrap(),
+                c.read_reg(regs::DEVICE_SQ_PSN, &TransportCounters::default())
+                    .unwrap(),
             )
         };
         // the same camera (same MAC and address, same constructor seed), different entropy

@@ -1,4 +1,4 @@
-//! ORSP/1, the Open RDMA Stream Profile (`design/ORSP.md`): frames RDMA-written into buffers the
+//! ORSP/1, the Open RDMA Stream Profile (`docs/orsp-spec.md`): frames RDMA-written into buffers the
 //! host announced, framed by LEADER and TRAILER SENDs, on one RC queue pair.
 //!
 //! [`OrspChannel`] knows frames, buffers and messages; it produces RC work requests
@@ -9,4 +9,6 @@ pub mod channel;
 pub mod msg;
 pub mod regs;
 
-pub use channel::{ConnectParams, FrameOutcome, OrspChannel, OrspCounters, State};
+pub use channel::{
+    ConnectParams, FrameOutcome, OrspChannel, OrspCounters, State, TransportCounters,
+};

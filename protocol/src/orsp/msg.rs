@@ -1,4 +1,4 @@
-//! ORSP/1 messages (`design/ORSP.md` §6): SEND payloads, big-endian, 16-byte common header.
+//! ORSP/1 messages (`docs/orsp-spec.md` §5): SEND payloads, big-endian, 16-byte common header.
 //!
 //! The GVSP part of LEADER and TRAILER (from offset 32) is byte-identical to a GEV 2.x
 //! extended-ID leader/trailer packet, so existing GVSP parsers can be reused by host teams.

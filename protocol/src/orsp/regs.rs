@@ -1,4 +1,4 @@
-//! The ORSP register block of stream channel n, at 0x10000 + 0x100·n (`design/ORSP.md` §2).
+//! The ORSP register block of stream channel n, at 0x10000 + 0x100·n (`docs/orsp-spec.md` §3).
 
 #![allow(missing_docs)]
 
@@ -29,6 +29,22 @@ pub const CONTROL: u32 = 0x54;
 pub const STATUS: u32 = 0x58;
 pub const CM_PORT: u32 = 0x5C;
 pub const COUNTERS: u32 = 0x60; // 8 × u32
+/// COUNTERS word 0: frames whose TRAILER was sent.
+pub const COUNTER_FRAMES_SENT: u32 = COUNTERS;
+/// COUNTERS word 1: frames dropped (no buffer queued, or dropped at the camera).
+pub const COUNTER_FRAMES_DROPPED: u32 = COUNTERS + 4;
+/// COUNTERS word 2: frames larger than their buffer, truncated.
+pub const COUNTER_FRAMES_TRUNCATED: u32 = COUNTERS + 8;
+/// COUNTERS word 3: RoCEv2 packets sent again.
+pub const COUNTER_RETRANSMITTED: u32 = COUNTERS + 12;
+/// COUNTERS word 4: RNR NAKs received.
+pub const COUNTER_RNR_NAKS: u32 = COUNTERS + 16;
+/// COUNTERS word 5: PSN sequence error NAKs received.
+pub const COUNTER_SEQ_NAKS: u32 = COUNTERS + 20;
+/// COUNTERS word 6: CNPs received.
+pub const COUNTER_CNPS: u32 = COUNTERS + 24;
+/// COUNTERS word 7: local ACK timeouts.
+pub const COUNTER_ACK_TIMEOUTS: u32 = COUNTERS + 28;
 /// rdmacam extension: the most the ORSP stream may send, Mbit/s of IP bytes (0 = the link
 /// speed, GevLinkSpeed). Taken at CONNECT.
 pub const RATE_LIMIT: u32 = 0x80;

@@ -814,7 +814,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             }
         }
         let queueing = self.rtt.queueing(self.cfg.queue_slack_ns);
-        self.window.on_acked(psn_diff(end, self.una) as u32, queueing);
+        self.window
+            .on_acked(psn_diff(end, self.una) as u32, queueing);
         if let Some((p, sent)) = self.rtt_probe
             && psn_diff(end, p) > 0
         {

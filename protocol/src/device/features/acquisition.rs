@@ -29,7 +29,17 @@ pub mod activation {
     pub const ANY_EDGE: u32 = 2;
 }
 
-/// ACQUISITION_COMMAND values.
+/// AcquisitionMode values (ACQUISITION_MODE).
+pub mod mode {
+    /// Frames until AcquisitionStop.
+    pub const CONTINUOUS: u32 = 0;
+    /// One frame, then stop.
+    pub const SINGLE_FRAME: u32 = 1;
+    /// AcquisitionFrameCount frames, then stop.
+    pub const MULTI_FRAME: u32 = 2;
+}
+
+/// ACQUISITION_COMMAND values: what AcquisitionStop, AcquisitionStart and AcquisitionAbort write.
 pub mod command {
     /// AcquisitionStop.
     pub const STOP: u32 = 0;
@@ -53,9 +63,9 @@ pub const FEATURES: &[Feature] = &[
         Kind::Enum {
             reg: reg(regs::ACQUISITION_MODE, Rw).locked(),
             entries: &[
-                std_entry("Continuous", 0),
-                std_entry("SingleFrame", 1),
-                std_entry("MultiFrame", 2),
+                std_entry("Continuous", mode::CONTINUOUS),
+                std_entry("SingleFrame", mode::SINGLE_FRAME),
+                std_entry("MultiFrame", mode::MULTI_FRAME),
             ],
         },
     ),

@@ -1,4 +1,4 @@
-//! OrspControl: the ORSP register block of stream channel 0 (`design/ORSP.md` §2).
+//! OrspControl: the ORSP register block of stream channel 0 (`docs/orsp-spec.md` §3).
 
 use super::*;
 
