@@ -3,6 +3,9 @@
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant as StdInstant};
 
+use rdmacam_protocol::device::regs;
+use rdmacam_protocol::gev::{gvcp, status};
+
 /// A GVCP client: commands to a camera with retries, as a host SDK sends them.
 #[derive(Debug)]
 pub struct GvcpClient {
@@ -61,37 +64,55 @@ impl GvcpClient {
         self.req
     }
 
+    /// `command` with `payload` and a new request id, acknowledge required, in `out`; its length.
+    fn build(&mut self, command: u16, payload: &[u8], out: &mut [u8; 1024]) -> (u16, usize) {
+        let id = self.next_req();
+        let n = gvcp::Command::emit_header(
+            gvcp::FLAG_ACK_REQUIRED,
+            command,
+            payload.len() as u16,
+            id,
+            out,
+        )
+        .expect("the buffer holds a header");
+        out[n..n + payload.len()].copy_from_slice(payload);
+        (id, n + payload.len())
+    }
+
     /// Send a command and wait for its acknowledge (5 tries); returns the ack payload.
     pub fn command(&mut self, command: u16, payload: &[u8]) -> Result<Vec<u8>, GvcpError> {
-        let id = self.next_req();
-        let mut c = vec![0x42, 0x01];
-        c.extend_from_slice(&command.to_be_bytes());
-        c.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-        c.extend_from_slice(&id.to_be_bytes());
-        c.extend_from_slice(payload);
+        let mut c = [0u8; 1024];
+        let (id, len) = self.build(command, payload, &mut c);
         let mut buf = [0u8; 1024];
         for _ in 0..5 {
-            self.sock.send_to(&c, self.camera).map_err(GvcpError::Io)?;
+            self.sock
+                .send_to(&c[..len], self.camera)
+                .map_err(GvcpError::Io)?;
             let t0 = StdInstant::now();
             while t0.elapsed() < Duration::from_millis(200) {
                 let Ok((n, _)) = self.sock.recv_from(&mut buf) else {
                     break;
                 };
-                if n >= 8 && u16::from_be_bytes([buf[6], buf[7]]) == id {
-                    let status = u16::from_be_bytes([buf[0], buf[1]]);
-                    if status != 0 {
-                        return Err(GvcpError::Status(status));
+                match gvcp::Ack::parse(&buf[..n]) {
+                    Ok(ack) if ack.ack_id == id && ack.status != status::SUCCESS => {
+                        return Err(GvcpError::Status(ack.status));
                     }
-                    return Ok(buf[8..n].to_vec());
+                    Ok(ack) if ack.ack_id == id => return Ok(ack.payload.to_vec()),
+                    _ => {}
                 }
             }
         }
         Err(GvcpError::Timeout)
     }
 
+    /// DISCOVERY, answered by the camera at this client's address.
+    pub fn discover(&mut self) -> Result<(), GvcpError> {
+        self.command(gvcp::cmd::DISCOVERY, &[]).map(|_| ())
+    }
+
     /// READREG.
     pub fn read(&mut self, addr: u32) -> Result<u32, GvcpError> {
-        let p = self.command(0x80, &addr.to_be_bytes())?;
+        let p = self.command(gvcp::cmd::READREG, &addr.to_be_bytes())?;
         Ok(u32::from_be_bytes(
             p.get(..4).ok_or(GvcpError::Timeout)?.try_into().expect("4"),
         ))
@@ -101,25 +122,24 @@ impl GvcpClient {
     pub fn write(&mut self, addr: u32, v: u32) -> Result<(), GvcpError> {
         let mut p = addr.to_be_bytes().to_vec();
         p.extend_from_slice(&v.to_be_bytes());
-        self.command(0x82, &p).map(|_| ())
+        self.command(gvcp::cmd::WRITEREG, &p).map(|_| ())
     }
 
-    /// A heartbeat without waiting: READREG of CCP, answer ignored.
+    /// A heartbeat without waiting: READREG of CCP, its answer read at the next heartbeat.
     pub fn heartbeat(&mut self) {
-        let id = self.next_req();
-        let mut c = vec![0x42, 0x01, 0x00, 0x80, 0x00, 0x04];
-        c.extend_from_slice(&id.to_be_bytes());
-        c.extend_from_slice(&0x0a00u32.to_be_bytes());
-        let _ = self.sock.send_to(&c, self.camera);
+        let mut c = [0u8; 1024];
+        let (id, len) = self.build(gvcp::cmd::READREG, &regs::CCP.to_be_bytes(), &mut c);
+        let _ = self.sock.send_to(&c[..len], self.camera);
         // the answers so far (the previous heartbeat's, usually): does CCP still say ours?
         let mut buf = [0u8; 64];
         let _ = self.sock.set_nonblocking(true);
         while let Ok((n, _)) = self.sock.recv_from(&mut buf) {
-            let word = |at: usize| u16::from_be_bytes([buf[at], buf[at + 1]]);
-            if n >= 12
+            if let Ok(ack) = gvcp::Ack::parse(&buf[..n])
                 && self.heartbeat_req != 0
-                && (word(0), word(2), word(6)) == (0, 0x0081, self.heartbeat_req)
-                && buf[11] & 0x3 == 0
+                && (ack.status, ack.acknowledge, ack.ack_id)
+                    == (status::SUCCESS, gvcp::cmd::READREG + 1, self.heartbeat_req)
+                && ack.payload.len() >= 4
+                && ack.payload[3] & (regs::CCP_CONTROL | regs::CCP_EXCLUSIVE) as u8 == 0
             {
                 self.control_lost = true;
             }

@@ -145,7 +145,7 @@ pub struct Stats {
 }
 
 /// What every ORSP host does whatever its transport: the message exchange of
-/// `design/ORSP.md` (ANNOUNCE, QUEUE, FLUSH out; HELLO, LEADER, TRAILER, EVENT, RELEASED,
+/// `docs/orsp-spec.md` (ANNOUNCE, QUEUE, FLUSH out; HELLO, LEADER, TRAILER, EVENT, RELEASED,
 /// STREAM_END in), frame accounting, and the byte-for-byte check of each frame. The soft host
 /// ([`OrspHost`]) and the verbs host (`crate::verbs_host`) wrap it.
 pub struct HostCore {

@@ -8,7 +8,7 @@
 //!    region for our own SENDs (ANNOUNCE, QUEUE, FLUSH).
 //! 3. Post every receive before the camera can send: its first message (HELLO) follows CONNECT
 //!    at once, and an RC SEND without a posted receive costs an RNR NAK.
-//! 4. Exchange QP numbers and PSNs (GVCP registers, `design/ORSP.md` §3, or the RDMA CM), then
+//! 4. Exchange QP numbers and PSNs (GVCP registers, `docs/orsp-spec.md` §6, or the RDMA CM), then
 //!    INIT → RTR → RTS ([`VerbsQp::connect`]).
 //! 5. ANNOUNCE the buffers (rkey, address, length of each), then for every TRAILER check the
 //!    buffer and QUEUE it again.

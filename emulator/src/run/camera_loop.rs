@@ -1,0 +1,780 @@
+//! One camera on real sockets, as a loop with named steps: [`CameraLoop::setup`] binds its
+//! sockets and boots the device, [`CameraLoop::turn`] runs one turn (faults, GVCP, the message
+//! channel, Line0, timers, RoCEv2 or verbs, GVSP, then sleep or busy-poll when idle), and
+//! [`CameraLoop::finish`] adds up what it did.
+
+use std::io::Write as _;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use rdmacam_io::gso::{GSO_MAX_SEGMENTS, TX_BATCH};
+use rdmacam_io::roce::RoceSocket;
+use rdmacam_protocol::device::faults::FaultKind;
+use rdmacam_protocol::device::pattern::SyntheticSource;
+use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
+use rdmacam_protocol::gev::gvcp;
+use rdmacam_protocol::rc::{Instant, TxPacket};
+use socket2::{Domain, Protocol, Socket, Type};
+use tracing::{info, warn};
+
+use super::RunOptions;
+use super::gvsp_tx::GvspBatch;
+use super::idle::{BUSY_POLL, SpinBackoff};
+use super::log::{log_event, log_failure, log_rc};
+use super::roce_tx::{send_segmented, send_with_faults};
+use super::sockets::{control_socket, discovery_sockets};
+use super::summary::{CameraSummary, device_summary};
+use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, new_camera_with};
+use crate::fault::FaultEngine;
+
+/// The camera's RoCEv2 socket and what its transmit paths keep between turns.
+struct RoceLink {
+    socket: RoceSocket,
+    rx: Vec<u8>,
+    /// Packet buffers for `sendmmsg` batches (and the fault path's one packet).
+    tx: Vec<Vec<u8>>,
+    tx_len: [usize; TX_BATCH],
+    /// The packets of the UDP GSO run being built.
+    gso_batch: Vec<TxPacket>,
+    /// A packet held back by a reorder fault, sent after the next one.
+    held: Option<Vec<u8>>,
+}
+
+/// One camera: its sockets, device and transports, and what it counted.
+pub(super) struct CameraLoop {
+    opts: RunOptions,
+    /// The device's configuration at power-up (a reboot fault boots it again).
+    cfg: DeviceConfig,
+    cam: CameraCore,
+    control: UdpSocket,
+    discovery: Vec<UdpSocket>,
+    /// The message channel: events leave from here (MCSP), hosts acknowledge to it.
+    message_sock: UdpSocket,
+    stream_sock: UdpSocket,
+    /// The Don't Fragment setting last put on the stream socket.
+    stream_df: Option<bool>,
+    roce: Option<RoceLink>,
+    #[cfg(feature = "verbs")]
+    verbs: Option<crate::verbs::VerbsLink>,
+    faults: FaultEngine,
+    gvsp: GvspBatch,
+    /// A GVSP packet held back by a reorder fault, and its destination.
+    held_gvsp: Option<(Vec<u8>, SocketAddrV4)>,
+    summary: CameraSummary,
+    /// An RC connection is up whose counters are not yet in `summary`.
+    rc_connected: bool,
+    /// The loop's epoch (device ticks count from it) and the same moment on CLOCK_MONOTONIC.
+    t0: StdInstant,
+    mono_t0: u64,
+    latency_log: Option<std::io::BufWriter<std::fs::File>>,
+    line0: bool,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    busy_poll: Duration,
+    spin: SpinBackoff,
+    last_busy: StdInstant,
+}
+
+impl CameraLoop {
+    /// Check the options, bind every socket (clear errors for an address not on this host or
+    /// already served), and boot the camera.
+    pub(super) fn setup(opts: RunOptions) -> Result<Self> {
+        opts.validate()?;
+        let faults = FaultEngine::new(&opts.faults, opts.index, opts.seed);
+        refuse_verbs_packet_faults(&opts)?;
+        let ip = opts.ip;
+        if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+            bail!("--ip must be one local unicast address, not {ip}");
+        }
+        let control = control_socket(SocketAddrV4::new(ip, opts.gvcp_port))?;
+        let discovery = discovery_sockets(ip, opts.gvcp_port)?;
+        if opts.verbs.is_some() && opts.roce {
+            bail!("choose one ORSP transport: udp or verbs");
+        }
+        let roce = if opts.roce {
+            Some(Self::roce_link(&opts)?)
+        } else {
+            None
+        };
+        let stream_sock = {
+            let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+            s.set_send_buffer_size(8 << 20).ok();
+            s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())?;
+            let u: UdpSocket = s.into();
+            u
+        };
+        let message_sock = UdpSocket::bind(SocketAddrV4::new(ip, 0))?;
+        message_sock.set_nonblocking(true)?;
+        let mut cfg = opts.device_config(ip);
+        cfg.stream_source_port = stream_sock.local_addr()?.port();
+        cfg.orsp_offered = opts.roce || opts.verbs.is_some();
+        cfg.message_source_port = message_sock.local_addr()?.port();
+        // Device ticks are the machine's real-time clock in ns, read once here and advanced by
+        // the monotonic clock: every camera on this machine shares one time base (a stand-in
+        // for IEEE 1588, which the emulator does not run), so an action command fired on
+        // several of them stamps their frames alike.
+        let t0 = StdInstant::now();
+        // the same moment on CLOCK_MONOTONIC, for --latency-log
+        let mono_t0 = rdmacam_io::clock::monotonic_ns();
+        cfg.tick_offset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let latency_log = match &opts.latency_log {
+            Some(p) => {
+                let mut f = std::io::BufWriter::new(
+                    std::fs::File::create(p)
+                        .with_context(|| format!("cannot write {}", p.display()))?,
+                );
+                f.write_all(b"block_id,trailer_sent_ns\n")?;
+                Some(f)
+            }
+            None => None,
+        };
+        #[allow(unused_mut)] // the verbs transport takes the queue pair over
+        let mut cam = boot(
+            &opts,
+            &cfg,
+            &faults,
+            roce.as_ref().map_or(0, |r| r.socket.tx_port()),
+        );
+        #[cfg(feature = "verbs")]
+        let verbs = match &opts.verbs {
+            Some(device) => {
+                cam = cam.with_external_transport();
+                let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
+                Some(crate::verbs::VerbsLink::open(
+                    device.as_deref(),
+                    roce_ip,
+                    &mut cam,
+                )?)
+            }
+            None => None,
+        };
+        #[cfg(not(feature = "verbs"))]
+        if opts.verbs.is_some() {
+            bail!("this build has no verbs transport: rebuild with `--features verbs`");
+        }
+        let this = CameraLoop {
+            cam,
+            summary: CameraSummary {
+                ip: ip.to_string(),
+                serial: opts.serial.clone(),
+                ..CameraSummary::default()
+            },
+            busy_poll: opts.busy_poll.unwrap_or(BUSY_POLL),
+            gvsp: GvspBatch::new(opts.gvsp_gso),
+            opts,
+            cfg,
+            control,
+            discovery,
+            message_sock,
+            stream_sock,
+            stream_df: None,
+            roce,
+            #[cfg(feature = "verbs")]
+            verbs,
+            faults,
+            held_gvsp: None,
+            rc_connected: false,
+            t0,
+            mono_t0,
+            latency_log,
+            line0: false,
+            rx: vec![0u8; 2048],
+            tx: vec![0u8; 2048],
+            spin: SpinBackoff::default(),
+            last_busy: StdInstant::now(),
+        };
+        this.log_start();
+        Ok(this)
+    }
+
+    /// The RoCEv2 socket of `--transport udp`, with its capture and GSO settings.
+    fn roce_link(opts: &RunOptions) -> Result<RoceLink> {
+        let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(opts.ip));
+        let mut socket =
+            RoceSocket::bind(roce_ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
+        socket.set_gso(opts.gso);
+        if let Some(p) = &opts.pcap {
+            socket
+                .capture_to(p)
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        Ok(RoceLink {
+            socket,
+            rx: vec![0u8; 65536],
+            tx: vec![vec![0u8; 9216]; TX_BATCH],
+            tx_len: [0; TX_BATCH],
+            gso_batch: Vec::with_capacity(GSO_MAX_SEGMENTS),
+            held: None,
+        })
+    }
+
+    fn log_start(&self) {
+        let (o, ip) = (&self.opts, self.opts.ip);
+        let stream_port = self.cfg.stream_source_port;
+        info!(
+            %ip, serial = %o.serial, width = o.width, height = o.height,
+            pixel_format = o.pixel_format.name(), pattern = o.pattern.name(), fps = o.fps,
+            gev = format!("{}.{}", o.gev_version.0, o.gev_version.1),
+            stream_source_port = stream_port,
+            "virtual camera up: GVCP on {ip}:{}, GVSP from {ip}:{stream_port}{}",
+            o.gvcp_port,
+            if o.roce {
+                let roce_ip = o.roce_ip.unwrap_or(std::net::IpAddr::V4(ip));
+                format!(", ORSP (RoCEv2) on {}", SocketAddr::new(roce_ip, o.roce_port))
+            } else if o.verbs.is_some() {
+                ", ORSP on verbs".to_owned()
+            } else {
+                String::new()
+            }
+        );
+    }
+
+    /// The camera's clock: nanoseconds since setup.
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.t0.elapsed().as_nanos() as u64)
+    }
+
+    /// Whether `--duration` has passed.
+    pub(super) fn expired(&self) -> bool {
+        self.opts.duration.is_some_and(|d| self.t0.elapsed() >= d)
+    }
+
+    /// One turn of the loop: everything that arrived, everything due, then an idle wait if
+    /// nothing moved.
+    pub(super) fn turn(&mut self) {
+        self.run_faults();
+        if self.faults.silent() {
+            self.stay_silent();
+            return;
+        }
+        let mut busy = self.serve_gvcp();
+        busy |= self.serve_message_channel();
+        self.drive_line0();
+        self.cam.handle_timeout(self.now());
+        self.handle_events();
+        busy |= self.pump_roce();
+        busy |= self.pump_verbs();
+        self.log_latency();
+        busy |= self.send_gvsp();
+        if busy {
+            self.last_busy = StdInstant::now();
+        } else {
+            self.idle();
+        }
+    }
+
+    /// Faults: hosts' requests, windows opening and closing, a reboot coming back.
+    fn run_faults(&mut self) {
+        while let Some(r) = self.cam.device().faults().poll_request() {
+            let kind = self.faults.request(StdInstant::now(), r);
+            info!(
+                fault = kind.cli_name(),
+                count = r.count,
+                duration_ms = r.duration_ms,
+                "fault injected on request"
+            );
+        }
+        if self.faults.tick(StdInstant::now()).reboot_now {
+            self.reboot();
+        }
+        for (k, n) in self.faults.wire_counts().into_iter().enumerate() {
+            let kind = FaultKind::ALL[k];
+            if !kind.in_device() {
+                self.cam.device().faults().set_counted(kind, n);
+            }
+        }
+    }
+
+    /// Back from the dead with every setting lost; what the old camera did stays counted.
+    fn reboot(&mut self) {
+        self.take_rc_counters();
+        self.summary.add(&device_summary(&self.cam));
+        let before = self.cam.device_ref().faults_injected();
+        let tx_port = self.roce.as_ref().map_or(0, |r| r.socket.tx_port());
+        self.cam = boot(&self.opts, &self.cfg, &self.faults, tx_port);
+        for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
+            self.cam.device().faults().counted(k, before[k as usize]);
+        }
+        if let Some(r) = self.roce.as_mut() {
+            r.held = None;
+        }
+        self.held_gvsp = None;
+        warn!("fault: the camera rebooted (settings lost, hosts must take control again)");
+    }
+
+    /// A pulled cable: whatever arrives is lost, nothing leaves; the camera's own clock runs on
+    /// (a host's heartbeat may expire meanwhile).
+    fn stay_silent(&mut self) {
+        let mut lost = 0u64;
+        for sock in std::iter::once(&self.control)
+            .chain(self.discovery.iter())
+            .chain(std::iter::once(&self.message_sock))
+        {
+            while sock.recv_from(&mut self.rx).is_ok() {
+                lost += 1;
+            }
+        }
+        if let Some(r) = self.roce.as_mut() {
+            while r.socket.recv(&mut r.rx).is_some() {
+                lost += 1;
+            }
+        }
+        self.summary.silenced += lost;
+        self.cam.handle_timeout(self.now());
+        while let Some(ev) = self.cam.poll_event() {
+            log_event(&ev);
+        }
+        let wait = self
+            .faults
+            .next_change(StdInstant::now())
+            .unwrap_or(Duration::from_millis(1))
+            .min(Duration::from_millis(1));
+        std::thread::sleep(wait);
+    }
+
+    /// GVCP commands on the camera's own socket, and broadcast DISCOVERY and ACTION_CMD on the
+    /// shared listeners; each acknowledge leaves from the camera's socket.
+    fn serve_gvcp(&mut self) -> bool {
+        let mut busy = false;
+        let now = self.now();
+        let listeners =
+            std::iter::once((&self.control, false)).chain(self.discovery.iter().map(|d| (d, true)));
+        for (sock, only_discovery) in listeners {
+            loop {
+                match sock.recv_from(&mut self.rx) {
+                    Ok((n, SocketAddr::V4(src))) => {
+                        busy = true;
+                        let datagram = &self.rx[..n];
+                        // broadcast carries DISCOVERY and ACTION_CMD (a rig fires at once)
+                        if only_discovery
+                            && gvcp::Command::parse(datagram).map_or(true, |c| {
+                                c.command != gvcp::cmd::DISCOVERY && c.command != gvcp::cmd::ACTION
+                            })
+                        {
+                            continue;
+                        }
+                        if let Some(reply) = self.cam.handle_gvcp(now, src, datagram, &mut self.tx)
+                            && let Err(e) = self.control.send_to(&self.tx[..reply.len], src)
+                        {
+                            warn!(%src, "GVCP reply failed: {e}");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        warn!("GVCP receive failed: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        busy
+    }
+
+    /// The message channel: acknowledges in, events (and their resends) out.
+    fn serve_message_channel(&mut self) -> bool {
+        let mut busy = false;
+        loop {
+            match self.message_sock.recv_from(&mut self.rx) {
+                Ok((n, _)) => {
+                    busy = true;
+                    self.cam.device().handle_message(&self.rx[..n]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    warn!("message channel receive failed: {e}");
+                    break;
+                }
+            }
+        }
+        let now = self.now();
+        while let Some(m) = self.cam.device().poll_message(now, &mut self.tx) {
+            busy = true;
+            let dst = SocketAddrV4::new(m.dst_ip, m.dst_port);
+            if let Err(e) = self.message_sock.send_to(&self.tx[..m.len], dst) {
+                warn!("event send failed: {e}");
+            }
+        }
+        busy
+    }
+
+    /// Line0: a square wave of `--trigger-hz`, high for the first half of each period.
+    fn drive_line0(&mut self) {
+        if let Some(hz) = self.opts.trigger_hz {
+            let phase = (self.t0.elapsed().as_secs_f64() * hz).fract();
+            let level = phase < 0.5;
+            if level != self.line0 {
+                self.line0 = level;
+                let now = self.now();
+                self.cam.device().set_line0(now, level);
+            }
+        }
+    }
+
+    /// Device events: logged; an ORSP connection's DSCP/ECN goes on the socket, its end adds
+    /// its transport counters to the summary.
+    fn handle_events(&mut self) {
+        while let Some(ev) = self.cam.poll_event() {
+            log_event(&ev);
+            // ORSP TX_TUNING's DSCP/ECN byte goes on the socket (the kernel writes the header)
+            if let (DeviceEvent::OrspConnect(p), Some(r)) = (&ev, self.roce.as_mut())
+                && let Err(e) = r.socket.set_tos(p.tos)
+            {
+                warn!(
+                    "cannot set the RoCEv2 socket's DSCP/ECN to {:#04x}: {e}",
+                    p.tos
+                );
+            }
+            match ev {
+                DeviceEvent::OrspConnect(_) => {
+                    self.rc_connected = true;
+                    self.summary.orsp_connections += 1;
+                }
+                DeviceEvent::OrspDisconnected => {
+                    log_failure(&self.cam);
+                    log_rc(&self.cam);
+                    self.take_rc_counters();
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The live RC connection's counters into the summary (once per connection).
+    fn take_rc_counters(&mut self) {
+        if self.rc_connected
+            && let Some(rc) = self.cam.rc_counters()
+        {
+            self.summary.add_rc(&rc);
+        }
+        self.rc_connected = false;
+    }
+
+    /// RoCEv2 on the UDP socket: ACKs and host messages in, then packets out by the path the
+    /// settings choose (GSO runs, packets through the fault engine, `sendmmsg` batches).
+    fn pump_roce(&mut self) -> bool {
+        let Some(r) = self.roce.as_mut() else {
+            return false;
+        };
+        let now = || Instant::from_nanos(self.t0.elapsed().as_nanos() as u64);
+        let mut busy = false;
+        for _ in 0..4096 {
+            let Some((src, dst, ib)) = r.socket.recv(&mut r.rx) else {
+                break;
+            };
+            busy = true;
+            self.cam.handle_ib(now(), src, dst, 0, ib);
+        }
+        let packet_faults = self.faults.packet_faults();
+        if self.faults.stalled() {
+            // a stream stall: nothing leaves until it ends
+        } else if r.socket.gso() && !packet_faults {
+            // UDP segmentation offload with gather I/O: runs of equal-size packets in one
+            // send, payload straight from frame memory
+            busy |= send_segmented(
+                &mut self.cam,
+                &mut r.socket,
+                now,
+                &mut r.gso_batch,
+                &mut r.tx[0][..],
+            );
+        } else if packet_faults {
+            // faults on demand: each packet on its own
+            for _ in 0..1024 {
+                let Some(n) = self.cam.poll_transmit(now(), &mut r.tx[0][..]) else {
+                    break;
+                };
+                busy = true;
+                send_with_faults(
+                    &mut self.faults,
+                    &mut r.socket,
+                    &mut r.tx[0][..n],
+                    &mut r.held,
+                );
+            }
+            if let Some(h) = r.held.take()
+                && let Err(e) = r.socket.send(&h)
+            {
+                warn!("RoCEv2 send failed: {e}");
+            }
+        } else {
+            busy |= send_batches(&mut self.cam, r, now);
+        }
+        busy
+    }
+
+    /// The verbs transport: completions and receives in, work requests posted.
+    fn pump_verbs(&mut self) -> bool {
+        #[cfg(feature = "verbs")]
+        if let Some(v) = self.verbs.as_mut() {
+            let mut busy = false;
+            for _ in 0..64 {
+                let now = Instant::from_nanos(self.t0.elapsed().as_nanos() as u64);
+                if !v.step(&mut self.cam, now) {
+                    break;
+                }
+                busy = true;
+            }
+            return busy;
+        }
+        false
+    }
+
+    /// `--latency-log`: each TRAILER's block id and when it first left.
+    fn log_latency(&mut self) {
+        while let Some((block, at)) = self.cam.poll_trailer_sent() {
+            if let Some(f) = self.latency_log.as_mut() {
+                let _ = writeln!(f, "{block},{}", self.mono_t0 + at.0);
+            }
+        }
+    }
+
+    /// GVSP: what is due, a bounded batch so GVCP stays responsive; runs of equal-size packets
+    /// to one destination may leave in one UDP GSO send (`--gvsp-gso`). With packet faults,
+    /// each packet passes the fault engine (lost, corrupted, duplicated or held back).
+    fn send_gvsp(&mut self) -> bool {
+        // GevSCPSDoNotFragment reaches the stream socket before anything is sent with it
+        let df = self.cam.device_ref().stream_do_not_fragment();
+        if self.stream_df != Some(df) {
+            if let Err(e) = rdmacam_io::sockopt::set_dont_fragment(&self.stream_sock, df) {
+                warn!("cannot set Don't Fragment to {df} on the GVSP socket: {e}");
+            }
+            self.stream_df = Some(df);
+        }
+        let mut busy = false;
+        let packet_faults = self.faults.packet_faults();
+        for _ in 0..256 {
+            if self.faults.stalled() {
+                break;
+            }
+            let now = self.now();
+            let Some(p) = self.cam.poll_gvsp(now, self.gvsp.slot()) else {
+                break;
+            };
+            busy = true;
+            let dst = SocketAddrV4::new(p.dst_ip, p.dst_port);
+            if packet_faults {
+                self.send_gvsp_with_faults(p.len, dst);
+            } else {
+                self.gvsp.push(&self.stream_sock, p.len, dst);
+            }
+        }
+        // a held packet never waits for more than this round
+        if let Some((h, to)) = self.held_gvsp.take() {
+            self.gvsp.slot()[..h.len()].copy_from_slice(&h);
+            self.gvsp.push(&self.stream_sock, h.len(), to);
+        }
+        self.gvsp.flush(&self.stream_sock);
+        busy
+    }
+
+    /// One GVSP packet of `len` bytes, just written into the batch's slot, through the fault
+    /// engine.
+    fn send_gvsp_with_faults(&mut self, len: usize, dst: SocketAddrV4) {
+        let payload_at = crate::fault::gvsp_payload_at(&self.gvsp.slot()[..len]);
+        let v = self.faults.packet(payload_at.is_some(), false);
+        if v.drop {
+            return;
+        }
+        if let (true, Some(at)) = (v.corrupt, payload_at) {
+            crate::fault::flip_bytes(&mut self.gvsp.slot()[at..len]);
+        }
+        if v.hold {
+            // one packet held at a time: one already waiting goes now
+            let packet = self.gvsp.slot()[..len].to_vec();
+            if let Some((h, to)) = self.held_gvsp.replace((packet, dst)) {
+                self.gvsp.slot()[..h.len()].copy_from_slice(&h);
+                self.gvsp.push(&self.stream_sock, h.len(), to);
+            }
+            return;
+        }
+        let copy = v.duplicate.then(|| (self.gvsp.slot()[..len].to_vec(), dst));
+        self.gvsp.push(&self.stream_sock, len, dst);
+        for (extra, to) in copy.into_iter().chain(self.held_gvsp.take()) {
+            self.gvsp.slot()[..extra.len()].copy_from_slice(&extra);
+            self.gvsp.push(&self.stream_sock, extra.len(), to);
+        }
+    }
+
+    /// Nothing moved this turn: wait for a packet (an ACK, a command) or the next timer.
+    fn idle(&mut self) {
+        let now = self.now();
+        let mut wait = self
+            .cam
+            .poll_timeout()
+            .map(|t| Duration::from_nanos(t.0.saturating_sub(now.0)))
+            .unwrap_or(Duration::from_millis(1))
+            .min(Duration::from_micros(500));
+        if let Some(d) = self.faults.next_change(StdInstant::now()) {
+            wait = wait.min(d);
+        }
+        if let Some(hz) = self.opts.trigger_hz {
+            // wake for Line0's next edge
+            let half = 0.5 / hz;
+            let into = self.t0.elapsed().as_secs_f64() % half;
+            wait = wait.min(Duration::from_secs_f64(half - into));
+        }
+        // RoCEv2 traffic just moved: the ACK that opens the window is due within a round trip,
+        // so poll for it a little before sleeping (`busy_poll`, never past the next timer)
+        if !self.busy_poll.is_zero()
+            && !wait.is_zero()
+            && self.last_busy.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
+            && let Some(r) = self.roce.as_ref()
+            && self.spin.ready()
+        {
+            let t = StdInstant::now();
+            let arrived = rdmacam_io::poll::busy_poll(r.socket.as_fd(), self.busy_poll.min(wait))
+                .unwrap_or(false);
+            self.spin.outcome(arrived);
+            wait = if arrived {
+                Duration::ZERO
+            } else {
+                wait.saturating_sub(t.elapsed())
+            };
+        }
+        // Block on the sockets until a packet (an ACK, a command) arrives or a timer is due;
+        // spin no longer than above (a spinning camera starves the host's receive thread on a
+        // small machine), and never sleep blind (an ACK would wait out the whole sleep). The
+        // verbs transport's completions have no descriptor here and wait out the timeout.
+        if !wait.is_zero() {
+            let c = self.control.as_fd();
+            let d0 = self.discovery[0].as_fd();
+            let d1 = self.discovery.get(1).map_or(d0, |d| d.as_fd());
+            let m = self.message_sock.as_fd();
+            let r = match self.roce.as_ref() {
+                Some(r) => rdmacam_io::poll::wait_readable([c, d0, d1, m, r.socket.as_fd()], wait),
+                None => rdmacam_io::poll::wait_readable([c, d0, d1, m], wait),
+            };
+            if let Err(e) = r {
+                warn!("poll failed: {e}");
+                std::thread::sleep(wait);
+            }
+        }
+    }
+
+    /// The camera stops: flush the latency log, add up the counters, log them.
+    pub(super) fn finish(mut self) -> Result<CameraSummary> {
+        if let Some(mut f) = self.latency_log.take() {
+            f.flush()?;
+        }
+        self.take_rc_counters();
+        self.summary.add(&device_summary(&self.cam));
+        let mut injected = self.faults.wire_counts();
+        let device_counts = self.cam.device_ref().faults_injected();
+        for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
+            injected[k as usize] = device_counts[k as usize];
+        }
+        self.summary.faults = crate::fault::FaultCounts(injected);
+        let d = self.cam.device_ref();
+        let (s, g, ev, ac) = (
+            d.stream_counters(),
+            d.gvcp_counters(),
+            d.event_counters(),
+            d.action_counters(),
+        );
+        let missed = d.frame_triggers_missed();
+        log_rc(&self.cam);
+        info!(
+            frame_triggers_missed = missed,
+            events_sent = ev.sent,
+            events_resent = ev.resent,
+            events_acknowledged = ev.acknowledged,
+            events_unacknowledged = ev.unacknowledged,
+            events_dropped = ev.dropped,
+            actions_fired = ac.fired,
+            actions_late = ac.late,
+            actions_refused = ac.refused,
+            "triggers, events and actions"
+        );
+        info!(
+            frames = s.frames_sent,
+            packets = s.packets_sent,
+            resent = s.packets_resent,
+            resend_requests = s.resend_requests,
+            resend_unavailable = s.resend_unavailable,
+            gvcp_commands = g.commands,
+            gvcp_errors = g.errors,
+            "camera stopped"
+        );
+        Ok(self.summary)
+    }
+}
+
+/// With `--transport verbs` the RDMA device sends the packets: packet faults and reboot cannot
+/// be injected there.
+fn refuse_verbs_packet_faults(opts: &RunOptions) -> Result<()> {
+    if opts.verbs.is_some()
+        && opts.faults.iter().any(|f| {
+            f.camera.is_none_or(|c| c == opts.index)
+                && !f.kind.in_device()
+                && f.kind != FaultKind::Silence
+                && f.kind != FaultKind::Stall
+        })
+    {
+        bail!(
+            "with --transport verbs the RDMA device sends the packets: packet faults and reboot \
+             need --transport udp or gvsp (drop-frame, resend-unavailable, stall and silence work)"
+        );
+    }
+    Ok(())
+}
+
+/// Power-up: also after a reboot fault, which loses every setting. `camera_tx` is the RoCEv2
+/// socket's own port (0 without one).
+fn boot(opts: &RunOptions, cfg: &DeviceConfig, faults: &FaultEngine, camera_tx: u16) -> CameraCore {
+    let mut device = Device::new(cfg.clone());
+    device.orsp().set_cm_port(opts.cm_port);
+    let f = device.faults();
+    f.set_io(true);
+    f.set_seed(opts.seed ^ 0xd3 ^ ((opts.index as u64) << 32));
+    f.set_frame_drop(faults.rule(FaultKind::FrameDrop));
+    f.set_resend_unavailable(faults.rule(FaultKind::ResendUnavailable));
+    let source = match &opts.images {
+        Some(set) => EmuSource::Images(ImageSource::new(set.clone())),
+        None => EmuSource::Synthetic(SyntheticSource::new(opts.seed)),
+    };
+    let ports = RocePorts {
+        // The socket's own ephemeral port, not the QP's entropy port: that one (0xC000 and up)
+        // lies in Linux's ephemeral range, and when another socket on the machine holds it the
+        // camera cannot send at all (seen in CI: EADDRINUSE, frames dropped).
+        camera_tx,
+        host_rx: opts.host_roce_port,
+    };
+    // the QPN and first PSN of every connection come from the OS's randomness, so a host that
+    // is not in control cannot predict them
+    let mut cam = new_camera_with(device, source, ports).with_entropy(rand::random::<u64>);
+    if let Some(a) = opts.roce_ip {
+        cam = cam.with_roce_address(a);
+    }
+    cam
+}
+
+/// Up to 1024 packets, handed to the kernel [`TX_BATCH`] at a time (`sendmmsg`), copied.
+fn send_batches(cam: &mut CameraCore, r: &mut RoceLink, now: impl Fn() -> Instant) -> bool {
+    let mut busy = false;
+    for _ in 0..1024 / TX_BATCH {
+        let mut k = 0;
+        while k < TX_BATCH {
+            let Some(n) = cam.poll_transmit(now(), &mut r.tx[k][..]) else {
+                break;
+            };
+            r.tx_len[k] = n;
+            k += 1;
+        }
+        if k == 0 {
+            break;
+        }
+        busy = true;
+        if let Err(e) = r.socket.send_many((0..k).map(|i| &r.tx[i][..r.tx_len[i]])) {
+            warn!("RoCEv2 send failed: {e}");
+        }
+        if k < TX_BATCH {
+            break;
+        }
+    }
+    busy
+}

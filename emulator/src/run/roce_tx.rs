@@ -1,0 +1,137 @@
+//! The camera's RoCEv2 transmit paths on a UDP socket: UDP GSO runs with gather I/O (the
+//! default), `sendmmsg` batches of copied packets (`--no-gso`), and one packet at a time
+//! through the fault engine (`--fault` on stream packets).
+
+use rdmacam_io::gso::{GSO_MAX_SEGMENTS, Gather, gso_segments};
+use rdmacam_io::roce::RoceSocket;
+use rdmacam_protocol::rc::{Instant, TxPacket};
+use tracing::warn;
+
+use crate::camera::{CameraCore, Tx};
+
+/// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
+/// identification of its place in the current send (the kernel numbers GSO segments 0, 1, 2,
+/// ...); a send holds equal-size packets and may end with one shorter packet (a message's LAST).
+/// A packet that cannot join (a FIRST, with its RETH, after MIDDLEs) ends the send and is
+/// resealed for place 0 of the next. Small packets (ACKs, CM) go alone. Returns whether anything
+/// was sent.
+pub(super) fn send_segmented(
+    cam: &mut CameraCore,
+    r: &mut RoceSocket,
+    now: impl Fn() -> Instant,
+    batch: &mut Vec<TxPacket>,
+    scratch: &mut [u8],
+) -> bool {
+    let flush = |cam: &CameraCore, r: &mut RoceSocket, batch: &mut Vec<TxPacket>| {
+        // the pieces of each packet, on the stack: no allocation per send
+        let none = Gather {
+            header: &[],
+            payload: &[],
+            trailer: &[],
+        };
+        let mut segs = [none; GSO_MAX_SEGMENTS];
+        for (g, p) in segs.iter_mut().zip(batch.iter()) {
+            *g = Gather {
+                header: p.header(),
+                payload: cam.payload(p),
+                trailer: p.trailer(),
+            };
+        }
+        if let Err(e) = r.send_gso(&segs[..batch.len()]) {
+            warn!("RoCEv2 send failed: {e}");
+        }
+        batch.clear();
+    };
+    let mut sent = 0;
+    while sent < 1024 {
+        if let Some(first) = batch.first()
+            && batch.len() >= gso_segments(first.udp_len())
+        {
+            // full: send before sealing the next packet, whose ICRC covers its place in the run
+            flush(cam, r, batch);
+        }
+        let ident = batch.len() as u16;
+        let Some(tx) = cam.poll_packet(now(), ident, scratch) else {
+            break;
+        };
+        sent += 1;
+        let mut p = match tx {
+            Tx::Bytes(n) => {
+                if let Err(e) = r.send(&scratch[..n]) {
+                    warn!("RoCEv2 send failed: {e}");
+                }
+                continue;
+            }
+            Tx::Packet(p) => p,
+        };
+        if r.lose() {
+            // --loss: sealed with the next place in the run, which the next packet takes
+            continue;
+        }
+        if let Some(first) = batch.first()
+            && p.udp_len() > first.udp_len()
+        {
+            flush(cam, r, batch);
+            if let Err(e) = p.set_ipv4_ident(0, cam.payload(&p)) {
+                warn!("cannot reseal a packet: {e:?}");
+            }
+        }
+        let shorter = batch.first().is_some_and(|f| p.udp_len() < f.udp_len());
+        batch.push(p);
+        if shorter {
+            flush(cam, r, batch);
+        }
+    }
+    if !batch.is_empty() {
+        flush(cam, r, batch);
+    }
+    sent > 0
+}
+
+/// Send one RoCEv2 packet through the fault engine: lost, corrupted (bad ICRC), marked
+/// Congestion Experienced, duplicated or held back to follow the next one.
+pub(super) fn send_with_faults(
+    faults: &mut crate::fault::FaultEngine,
+    r: &mut RoceSocket,
+    packet: &mut [u8],
+    held: &mut Option<Vec<u8>>,
+) {
+    let request = crate::fault::is_rc_request(packet);
+    let v = if request {
+        faults.packet(true, true)
+    } else {
+        crate::fault::Verdict::default()
+    };
+    if v.drop {
+        return;
+    }
+    if v.corrupt {
+        // a request (checked above): its ICRC is the last byte
+        let icrc_last = packet.len() - 1;
+        crate::fault::flip_bytes(&mut packet[icrc_last..]);
+    }
+    if v.hold {
+        if let Some(h) = held.replace(packet.to_vec())
+            && let Err(e) = r.send(&h)
+        {
+            warn!("RoCEv2 send failed: {e}");
+        }
+        return;
+    }
+    let copies = if v.duplicate { 2 } else { 1 };
+    for _ in 0..copies {
+        let sent = if v.ecn {
+            r.send_congested(packet)
+        } else {
+            r.send(packet)
+        };
+        if let Err(e) = sent {
+            warn!("RoCEv2 send failed: {e}");
+        }
+    }
+    if let Some(h) = held.take()
+        && let Err(e) = r.send(&h)
+    {
+        warn!("RoCEv2 send failed: {e}");
+    }
+}

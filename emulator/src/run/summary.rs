@@ -1,0 +1,115 @@
+//! What a camera did, printed when it stops.
+
+use crate::camera::CameraCore;
+
+/// What one camera did, printed when it stops (text, or JSON with `--json`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CameraSummary {
+    /// Its address.
+    pub ip: String,
+    /// Its serial number.
+    pub serial: String,
+    /// Frames sent over GVSP (trailer out).
+    pub gvsp_frames: u64,
+    /// GVSP packets sent, resends included.
+    pub gvsp_packets: u64,
+    /// GVSP packets resent on request.
+    pub gvsp_resent: u64,
+    /// PACKETRESEND requests received.
+    pub resend_requests: u64,
+    /// Resend requests answered PACKET_UNAVAILABLE.
+    pub resend_unavailable: u64,
+    /// Frames sent over ORSP (TRAILER sent).
+    pub orsp_frames: u64,
+    /// Frames ORSP dropped (no host buffer queued, or a drop-frame fault).
+    pub orsp_frames_dropped: u64,
+    /// RoCE: packets sent, retransmissions included.
+    pub roce_packets: u64,
+    /// RoCE: packets retransmitted.
+    pub retransmitted: u64,
+    /// RoCE: PSN sequence error NAKs received.
+    pub seq_naks: u64,
+    /// RoCE: RNR NAKs received.
+    pub rnr_naks: u64,
+    /// RoCE: CNPs received.
+    pub cnps: u64,
+    /// RoCE: ACK timeouts.
+    pub timeouts: u64,
+    /// ORSP connections made.
+    pub orsp_connections: u64,
+    /// Faults injected, by kind.
+    pub faults: crate::fault::FaultCounts,
+    /// Datagrams that arrived while the camera was silent (a silence or reboot fault) and were
+    /// lost with it, as on a pulled cable.
+    pub silenced: u64,
+}
+
+impl CameraSummary {
+    /// One human line.
+    pub fn line(&self) -> String {
+        format!(
+            "camera {} ({}): GVSP {} frames, {} packets, {} resent, {} of {} resend requests unavailable; \
+             ORSP {} frames, {} dropped, {} connections; RoCE {} packets, {} retransmitted, {} sequence NAKs, \
+             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}{}",
+            self.ip,
+            self.serial,
+            self.gvsp_frames,
+            self.gvsp_packets,
+            self.gvsp_resent,
+            self.resend_unavailable,
+            self.resend_requests,
+            self.orsp_frames,
+            self.orsp_frames_dropped,
+            self.orsp_connections,
+            self.roce_packets,
+            self.retransmitted,
+            self.seq_naks,
+            self.rnr_naks,
+            self.cnps,
+            self.timeouts,
+            self.faults.line(),
+            if self.silenced > 0 {
+                format!(" ({} datagrams lost while silent)", self.silenced)
+            } else {
+                String::new()
+            }
+        )
+    }
+
+    /// Add what a camera did before a reboot (counters of the one before).
+    pub(super) fn add(&mut self, o: &CameraSummary) {
+        self.gvsp_frames += o.gvsp_frames;
+        self.gvsp_packets += o.gvsp_packets;
+        self.gvsp_resent += o.gvsp_resent;
+        self.resend_requests += o.resend_requests;
+        self.resend_unavailable += o.resend_unavailable;
+        self.orsp_frames += o.orsp_frames;
+        self.orsp_frames_dropped += o.orsp_frames_dropped;
+    }
+
+    /// Add an RC connection's counters.
+    pub(super) fn add_rc(&mut self, rc: &rdmacam_protocol::rc::RequesterCounters) {
+        self.roce_packets += rc.packets_sent;
+        self.retransmitted += rc.retransmitted_packets;
+        self.seq_naks += rc.seq_naks;
+        self.rnr_naks += rc.rnr_naks;
+        self.cnps += rc.cnps;
+        self.timeouts += rc.timeouts;
+    }
+}
+
+/// The stream counters of the camera as it is now (not RoCE, not faults).
+pub(super) fn device_summary(cam: &CameraCore) -> CameraSummary {
+    let s = cam.device_ref().stream_counters();
+    let o = cam.device_ref().orsp_channel().counters();
+    CameraSummary {
+        gvsp_frames: s.frames_sent,
+        gvsp_packets: s.packets_sent,
+        gvsp_resent: s.packets_resent,
+        resend_requests: s.resend_requests,
+        resend_unavailable: s.resend_unavailable,
+        orsp_frames: u64::from(o.frames_sent),
+        orsp_frames_dropped: u64::from(o.frames_dropped),
+        ..CameraSummary::default()
+    }
+}

@@ -1,0 +1,158 @@
+//! What the host reads and writes in the camera's registers around a stream: the ORSP
+//! connection by registers, faults to inject, and the camera's account of a failure.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use rdmacam_protocol::device::regs;
+use rdmacam_protocol::orsp::regs as oregs;
+use rdmacam_protocol::wire::pmtu::Pmtu;
+
+use super::plane::Plane;
+use super::{HostOptions, Injection};
+use crate::gvcp::GvcpClient;
+
+/// Ask the camera for fault `i` through its FaultInjection features.
+pub(super) fn inject(gvcp: &mut GvcpClient, i: &Injection) -> Result<()> {
+    let amount = if i.kind.timed() {
+        regs::FAULT_DURATION
+    } else {
+        regs::FAULT_COUNT
+    };
+    gvcp.write(regs::FAULT_SELECTOR, i.kind as u32)
+        .and_then(|()| gvcp.write(amount, i.amount))
+        .and_then(|()| gvcp.write(regs::FAULT_INJECT, 1))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the camera refused FaultInject {:?}: {e:?}",
+                i.kind.feature_name()
+            )
+        })
+}
+
+/// Why frames stopped coming, as far as the camera says: it no longer answers GVCP (killed,
+/// unplugged, rebooted), it ended the connection with an ORSP error (and after how many
+/// resends), or neither (then the RoCEv2 path is the suspect).
+pub(super) fn stall_cause(
+    gvcp: &mut GvcpClient,
+    roce: std::net::SocketAddr,
+    roce_local: std::net::IpAddr,
+) -> String {
+    let status = match gvcp.read(oregs::BASE + oregs::STATUS) {
+        Ok(s) => s,
+        Err(e) => {
+            return format!(
+                "the camera stopped answering GVCP ({e}): killed, unplugged or rebooted?"
+            );
+        }
+    };
+    let code = status >> 16;
+    if status & 0xf == 15 {
+        let resent = gvcp
+            .read(oregs::BASE + oregs::COUNTER_RETRANSMITTED)
+            .map_or(String::new(), |n| format!(" after {n} packets resent"));
+        let why = match code as u16 {
+            rdmacam_protocol::orsp::msg::event::RETRY_EXCEEDED => {
+                format!("it gave up{resent} without progress (retries exhausted)")
+            }
+            rdmacam_protocol::orsp::msg::event::REMOTE_ERROR => {
+                "this host answered it with a fatal NAK".to_owned()
+            }
+            rdmacam_protocol::orsp::msg::event::HOST_MESSAGE_REFUSED => {
+                "it refused a message this host sent (longer than OrspDevRecvSize?)".to_owned()
+            }
+            _ => "see OrspStatus".to_owned(),
+        };
+        return format!("the camera ended the connection with {code:#06x}: {why}");
+    }
+    format!(
+        "the camera still answers GVCP (OrspStatus {status:#x}), so the RoCEv2 path is the \
+         suspect: is {roce} reachable from {roce_local}?"
+    )
+}
+
+/// The host's IPv6 GID into OrspHostGid.
+pub(super) fn write_host_gid(gvcp: &mut GvcpClient, gid: std::net::Ipv6Addr) -> Result<()> {
+    for (i, w) in gid.octets().chunks(4).enumerate() {
+        gvcp.write(
+            oregs::BASE + oregs::HOST_GID + 4 * i as u32,
+            u32::from_be_bytes(w.try_into().expect("4")),
+        )?;
+    }
+    Ok(())
+}
+
+/// ORSP §3: the host's QP parameters through GVCP registers, then CONNECT.
+pub(super) fn connect_registers(
+    o: &HostOptions,
+    gvcp: &mut GvcpClient,
+    plane: &mut Plane,
+    roce_local: std::net::IpAddr,
+    pmtu: Pmtu,
+) -> Result<()> {
+    let (host_qpn, host_psn) = plane.qp_numbers();
+    gvcp.write(regs::SCDA0, u32::from(o.local))?;
+    if let std::net::IpAddr::V6(gid) = roce_local {
+        write_host_gid(gvcp, gid)?;
+    }
+    gvcp.write(oregs::BASE + oregs::HOST_QPN, host_qpn)?;
+    gvcp.write(oregs::BASE + oregs::HOST_SQ_PSN, host_psn)?;
+    gvcp.write(oregs::BASE + oregs::PATH_MTU, pmtu as u32)?;
+    // retry 6 (rxe takes 7 as "forever"), rnr_retry 7 and a 537 ms ACK timeout: the camera
+    // keeps trying for 3.7 s without progress, so a host that stalls for a second does not lose
+    // the stream (the camera's timer is RTT-based below this: loss recovery does not wait)
+    gvcp.write(
+        oregs::BASE + oregs::RETRY,
+        6 | (7 << 4) | (u32::from(crate::host::HOST_ACK_TIMEOUT) << 8),
+    )?;
+    let dqpn = gvcp.read(oregs::BASE + oregs::DEVICE_QPN)?;
+    let dpsn = gvcp.read(oregs::BASE + oregs::DEVICE_SQ_PSN)?;
+    // the QP must be ready to receive before CONNECT: the HELLO follows at once
+    plane.connect(dqpn, dpsn, pmtu)?;
+    gvcp.write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_CONNECT)
+        .context("camera refused CONNECT")?;
+    Ok(())
+}
+
+/// `--destroy-qp-after`: the QP goes, the registered memory and the GVCP session stay.
+pub(super) fn destroy_qp(plane: &mut Plane, frames: u64) {
+    #[cfg(feature = "verbs")]
+    if let Plane::Verbs(v) = plane {
+        v.destroy_qp();
+        eprintln!(
+            "destroy-qp: destroyed the host QP after {frames} frames; waiting for the camera to give up"
+        );
+    }
+    #[cfg(not(feature = "verbs"))]
+    let _ = (plane, frames);
+}
+
+/// After the QP was destroyed: poll OrspStatus until the camera reports an error, then release
+/// control and check the camera went idle. Always ends the session with an error that says what
+/// the camera did.
+pub(super) fn camera_gives_up(gvcp: &mut GvcpClient, since: StdInstant) -> Result<()> {
+    let status = gvcp.read(oregs::BASE + oregs::STATUS)?;
+    let code = status >> 16;
+    if status & 0xf != 15 {
+        if since.elapsed() > Duration::from_secs(30) {
+            bail!("the camera did not report an error within 30 s of the host QP's destruction");
+        }
+        return Ok(());
+    }
+    let what = match code {
+        0x9001 => "retries exhausted",
+        0x9002 => "remote access error or invalid request",
+        _ => "other error",
+    };
+    eprintln!(
+        "destroy-qp: the camera reported OrspStatus error {code:#06x} ({what}) {:.2} s after the QP was destroyed",
+        since.elapsed().as_secs_f64()
+    );
+    gvcp.write(regs::CCP, 0)?;
+    let state = gvcp.read(oregs::BASE + oregs::STATUS)? & 0xf;
+    eprintln!(
+        "destroy-qp: after control was released the camera's ORSP state is {state}{}",
+        if state == 0 { " (idle)" } else { "" }
+    );
+    bail!("stream ended by --destroy-qp-after: the camera reported {code:#06x} ({what})")
+}

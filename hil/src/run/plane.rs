@@ -1,0 +1,289 @@
+//! The host's data plane: the soft host on a UDP RoCEv2 socket, or a queue pair on an RDMA
+//! device, behind one interface the session drives.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::Result;
+use rdmacam_io::roce::RoceSocket;
+use rdmacam_protocol::rc::Instant;
+use rdmacam_protocol::wire::pmtu::Pmtu;
+
+use super::session::CameraFacts;
+use super::{HostOptions, HostTransport};
+use crate::host::{HostConfig, OrspHost};
+
+/// Bytes of a frame the soft host compares between two receive batches: ~20 µs of work, so
+/// its ACKs never wait for a whole frame's check.
+const CHECK_SLICE: usize = 64 * 1024;
+
+/// Packets the soft host reads before it sends the ACKs due (a NAK goes at once). Under loss
+/// the camera's window shrinks to a few dozen packets and asks for an ACK four times per
+/// window: ACKs every 32 packets then came once per window, and sending stopped and waited for
+/// each. Every 8: 1 % loss 5.0 -> 5.7-6.1 Gbit/s in `rdmacam demo` (16: no gain; 1, 2, 4: the
+/// same as 8 within noise; docs/BENCHMARKS.md).
+const ACK_BATCH: usize = 8;
+
+pub(super) fn pump(
+    host: &mut OrspHost,
+    roce: &mut RoceSocket,
+    t0: StdInstant,
+    rx: &mut [u8],
+    tx: &mut Vec<u8>,
+) -> Result<bool> {
+    let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
+    let mut busy = false;
+    let mut received = 0;
+    for i in 0..4096 {
+        let Some((src, dst, ecn, ib)) = roce.recv_ecn(rx) else {
+            break;
+        };
+        busy = true;
+        received += ib.len();
+        host.handle_ib(now(), src, dst, ecn, ib);
+        // Answer as a NIC would, not only when the socket is drained: a NAK at once (the camera
+        // goes back sooner, and what it sends again queues behind what is still to be read
+        // instead of arriving after the drain), ACKs every ACK_BATCH packets (the camera's
+        // window keeps moving, and its round-trip samples stay those of the path)
+        if host.nak_pending() || (i + 1) % ACK_BATCH == 0 {
+            while let Some(n) = host.poll_transmit(now(), tx) {
+                roce.send(&tx[..n])?;
+            }
+        }
+    }
+    host.handle_timeout(now());
+    while let Some(n) = host.poll_transmit(now(), tx) {
+        roce.send(&tx[..n])?;
+        busy = true;
+    }
+    // the ACKs are out: now the application's work (frame checks), as many bytes as arrived
+    // (at least a slice), so checking keeps pace with receiving and buffers go back (QUEUE) as
+    // fast as they fill; one slice per burst let a host short of CPU fall behind, hold every
+    // buffer and make the camera drop frames
+    let mut checked = 0;
+    while checked < received.max(1) && host.verify() {
+        busy = true;
+        checked += CHECK_SLICE;
+    }
+    while let Some(n) = host.poll_transmit(now(), tx) {
+        roce.send(&tx[..n])?;
+    }
+    Ok(busy)
+}
+
+/// An RDMA CM connection: the soft host's own IB CM, or librdmacm's.
+pub(super) enum CmConn {
+    Soft(crate::cm::CmConnection),
+    #[cfg(feature = "verbs")]
+    Verbs(crate::verbs_cm::CmConnection),
+}
+
+/// The soft host and its UDP socket.
+pub(super) struct SoftPlane {
+    pub(super) host: OrspHost,
+    pub(super) roce: RoceSocket,
+    t0: StdInstant,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    /// When a pump last moved a packet (busy-polling applies while the stream is flowing).
+    active: StdInstant,
+}
+
+/// While packets are flowing (the last one moved less than
+/// [`BUSY_POLL_WHILE`](rdmacam_io::poll::BUSY_POLL_WHILE) ago), the soft host polls its socket for up
+/// to this long before it sleeps ([`busy_poll`](rdmacam_io::poll::busy_poll)). A sleeping receiver makes the sender pay a wake-up for nearly every packet
+/// (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the camera's
+/// window is small and the host often catches up, that cost the demo a fifth to a third of its
+/// goodput (docs/BENCHMARKS.md).
+const BUSY_POLL: Duration = Duration::from_micros(20);
+
+/// The host's data plane: the soft host on a UDP socket, or a verbs QP.
+pub(super) enum Plane {
+    Soft(Box<SoftPlane>),
+    #[cfg(feature = "verbs")]
+    Verbs(Box<crate::verbs_host::VerbsHost>),
+}
+
+impl Plane {
+    /// The data plane `o.transport` names, for frames as `camera` describes them, and the path
+    /// MTU it will use.
+    pub(super) fn open(
+        o: &HostOptions,
+        roce_local: std::net::IpAddr,
+        camera_roce: std::net::IpAddr,
+        camera: &CameraFacts,
+    ) -> Result<(Plane, Pmtu)> {
+        let host_psn = (std::process::id().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
+        let cfg = |host_qpn: u32, tx_port: u16| HostConfig {
+            host_ip: roce_local,
+            camera_ip: camera_roce,
+            host_qpn,
+            host_sq_psn: host_psn,
+            buffers: o.buffers,
+            buffer_size: camera.payload,
+            tx_port,
+            camera_rx_port: o.camera_rx_port,
+            seed: o.seed,
+            pattern: camera.pattern,
+            requeue: true,
+        };
+        match &o.transport {
+            HostTransport::Soft => {
+                let roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+                let host_qpn = 0x000200 | (std::process::id() & 0xff);
+                // its own bound port: the QP pair's entropy port is symmetric in the two QPNs,
+                // so on one loopback address it is the camera's already
+                let mut host = OrspHost::new(cfg(host_qpn, roce.tx_port()));
+                // as a NIC would, ACK what arrives while frames are being checked
+                host.defer_checks(CHECK_SLICE);
+                let plane = Plane::Soft(Box::new(SoftPlane {
+                    host,
+                    roce,
+                    t0: StdInstant::now(),
+                    rx: vec![0u8; 65536],
+                    tx: Vec::new(),
+                    active: StdInstant::now(),
+                }));
+                Ok((plane, camera.pmtu.min(Pmtu::Mtu4096)))
+            }
+            #[cfg(feature = "verbs")]
+            HostTransport::Verbs { device, .. } => {
+                // the QPN is the device's; HostConfig's is unused by the verbs host
+                let v = crate::verbs_host::VerbsHost::open(device.as_deref(), cfg(0, 0))?;
+                let pmtu = camera.pmtu.min(v.max_pmtu());
+                let (name, gid_index) = v.device();
+                if o.progress {
+                    eprintln!(
+                        "verbs: {name} GID index {gid_index} ({roce_local}), QPN {:#x}, path MTU {}",
+                        v.qp_numbers().0,
+                        pmtu.bytes()
+                    );
+                }
+                Ok((Plane::Verbs(Box::new(v)), pmtu))
+            }
+            #[cfg(not(feature = "verbs"))]
+            HostTransport::Verbs { .. } => {
+                anyhow::bail!("this build has no verbs transport: rebuild with `--features verbs`")
+            }
+        }
+    }
+
+    /// The soft host's RoCE receive counters (zero on verbs).
+    pub(super) fn host_roce(&self) -> crate::host::HostRoceCounters {
+        match self {
+            Plane::Soft(p) => {
+                let r = p.host.responder_counters().unwrap_or_default();
+                crate::host::HostRoceCounters {
+                    bad_icrc: p.roce.icrc_drops,
+                    out_of_seq_request: r.out_of_seq_request,
+                    duplicate_request: r.duplicate_request,
+                    ecn_marked: r.ecn_marked,
+                    cnps_sent: r.cnps_sent,
+                }
+            }
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => crate::host::HostRoceCounters::default(),
+        }
+    }
+
+    pub(super) fn qp_numbers(&self) -> (u32, u32) {
+        match self {
+            Plane::Soft(p) => p.host.qp_numbers(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.qp_numbers(),
+        }
+    }
+
+    pub(super) fn stats(&self) -> &crate::host::Stats {
+        match self {
+            Plane::Soft(p) => p.host.stats(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.stats(),
+        }
+    }
+
+    pub(super) fn set_images(&mut self, images: Option<Arc<rdmacam_io::images::ImageSet>>) {
+        match self {
+            Plane::Soft(p) => p.host.set_images(images),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.set_images(images),
+        }
+    }
+
+    pub(super) fn connect(&mut self, dqpn: u32, dpsn: u32, pmtu: Pmtu) -> Result<()> {
+        match self {
+            Plane::Soft(p) => p.host.connect(dqpn, dpsn, pmtu),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.connect(dqpn, dpsn, pmtu)?,
+        }
+        Ok(())
+    }
+
+    pub(super) fn announce(&mut self) -> Result<()> {
+        match self {
+            Plane::Soft(p) => p.host.announce(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.announce()?,
+        }
+        Ok(())
+    }
+
+    /// Whether the camera has acknowledged every message this host sent (its buffers are
+    /// announced and queued).
+    pub(super) fn sends_done(&self) -> bool {
+        match self {
+            Plane::Soft(p) => p.host.idle(),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.sends_done(),
+        }
+    }
+
+    /// Nothing to do: wait for the next datagram (soft, at most 1 ms, so timers and the
+    /// heartbeat run), or until a solicited completion (verbs).
+    pub(super) fn wait(&mut self) -> Result<()> {
+        match self {
+            Plane::Soft(p) => {
+                use std::os::fd::AsFd;
+                if p.active.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
+                    && rdmacam_io::poll::busy_poll(p.roce.as_fd(), BUSY_POLL)?
+                {
+                    return Ok(());
+                }
+                rdmacam_io::poll::wait_readable([p.roce.as_fd()], Duration::from_millis(1))?;
+            }
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => {
+                v.wait(Duration::from_millis(5))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Why the host's own queue pair failed, if it did.
+    pub(super) fn transport_error(&self) -> Option<String> {
+        match self {
+            Plane::Soft(p) => p.host.transport_error().map(|st| {
+                format!(
+                    "the host's queue pair failed ({st:?}): the camera stopped acknowledging \
+                     the host's messages (QUEUE, ANNOUNCE) for 4 s"
+                )
+            }),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => None,
+        }
+    }
+
+    pub(super) fn pump(&mut self) -> Result<bool> {
+        match self {
+            Plane::Soft(p) => {
+                let busy = pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx)?;
+                if busy {
+                    p.active = StdInstant::now();
+                }
+                Ok(busy)
+            }
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => v.pump(),
+        }
+    }
+}

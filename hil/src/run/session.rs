@@ -1,0 +1,557 @@
+//! One session with a camera this host controls, in named steps: [`configure`] the camera,
+//! open the data plane ([`Plane::open`]), [`Session::connect`] (RDMA CM or registers, HELLO,
+//! ANNOUNCE), [`Session::stream`] until the stream ends, [`Session::finish`].
+
+use std::io::IsTerminal;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use rdmacam_protocol::device::features::acquisition::{command, mode};
+use rdmacam_protocol::device::frame::Pattern;
+use rdmacam_protocol::device::regs;
+use rdmacam_protocol::orsp::regs as oregs;
+use rdmacam_protocol::wire::pmtu::Pmtu;
+
+use super::camera_regs::{
+    camera_gives_up, connect_registers, destroy_qp, inject, stall_cause, write_host_gid,
+};
+use super::plane::{CmConn, Plane};
+use super::{HostOptions, HostTransport, StreamFailed};
+use crate::gvcp::GvcpClient;
+use crate::host::Summary;
+
+/// Everything after taking control.
+pub(super) fn session(
+    o: &HostOptions,
+    stop: &Arc<AtomicBool>,
+    gvcp: &mut GvcpClient,
+) -> Result<Summary> {
+    let camera = configure(o, gvcp)?;
+    let mut s = Session::open(o, gvcp, &camera)?;
+    s.connect()?;
+    s.start()?;
+    s.stream(stop)?;
+    s.finish()
+}
+
+/// What the camera says about the stream before it starts.
+pub(super) struct CameraFacts {
+    /// Bytes of a frame's payload (image and, with chunks, chunk data): the buffer size.
+    pub payload: usize,
+    /// The test pattern frames are checked against.
+    pub pattern: Pattern,
+    /// The largest path MTU the camera takes.
+    pub pmtu: Pmtu,
+}
+
+/// Chunk mode and the frame rate as the options ask; what the camera offers (ORSP version,
+/// path MTU) and what a frame will be.
+fn configure(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<CameraFacts> {
+    if o.chunks {
+        use rdmacam_protocol::device::features::chunks::CHUNKS;
+        for c in CHUNKS {
+            gvcp.write(regs::CHUNK_ENABLE + 4 * c.selector, 1)?;
+        }
+        gvcp.write(regs::CHUNK_MODE_ACTIVE, 1)
+            .context("the camera refused chunk mode (ChunkModeActive)")?;
+    }
+    // with chunks, the payload (and the buffers) hold the image and its chunk data
+    let payload = gvcp.read(regs::PAYLOAD_SIZE)? as usize;
+    let pattern = Pattern::from_u32(gvcp.read(regs::TEST_PATTERN)?).unwrap_or(Pattern::Gradient);
+    let major = gvcp.read(oregs::BASE + oregs::ORSP_VERSION)? >> 16;
+    if major == 0 {
+        bail!(
+            "this camera offers no ORSP (OrspVersion reads 0): it streams GVSP only (an \
+             rdmacam camera started with --transport gvsp; use --transport udp or verbs)"
+        );
+    }
+    if major != 1 {
+        bail!("camera speaks ORSP {major}, this host speaks 1");
+    }
+    // the largest path MTU the camera takes (ORSP_CAPS bits 11..8)
+    let caps = gvcp.read(oregs::BASE + oregs::ORSP_CAPS)?;
+    let pmtu = Pmtu::from_code(((caps >> 8) & 0xf) as u8).unwrap_or(Pmtu::Mtu1024);
+    if let Some(fps) = o.fps {
+        // a frame period holds one exposure (AcquisitionFrameRate's maximum follows
+        // ExposureTime): shorten the exposure first when it is too long for the rate
+        let exposure_us = f32::from_bits(gvcp.read(regs::EXPOSURE_TIME)?);
+        let longest = 1e6 / fps;
+        if exposure_us > longest {
+            gvcp.write(regs::EXPOSURE_TIME, longest.max(1.0).to_bits())?;
+        }
+        gvcp.write(regs::FRAME_RATE, fps.to_bits())
+            .with_context(|| format!("the camera refused AcquisitionFrameRate {fps}"))?;
+    }
+    Ok(CameraFacts {
+        payload,
+        pattern,
+        pmtu,
+    })
+}
+
+/// A session from the open data plane on.
+struct Session<'a> {
+    o: &'a HostOptions,
+    gvcp: &'a mut GvcpClient,
+    roce_local: IpAddr,
+    camera_roce: IpAddr,
+    plane: Plane,
+    pmtu: Pmtu,
+    cm: Option<CmConn>,
+    /// When acquisition started.
+    start: StdInstant,
+}
+
+impl<'a> Session<'a> {
+    /// Open the data plane for frames as the camera describes them.
+    fn open(o: &'a HostOptions, gvcp: &'a mut GvcpClient, camera: &CameraFacts) -> Result<Self> {
+        let roce_local = o.roce_local.unwrap_or(IpAddr::V4(o.local));
+        let camera_roce = o.camera_roce.unwrap_or(IpAddr::V4(o.camera));
+        let (mut plane, pmtu) = Plane::open(o, roce_local, camera_roce, camera)?;
+        plane.set_images(o.images.clone());
+        Ok(Session {
+            o,
+            gvcp,
+            roce_local,
+            camera_roce,
+            plane,
+            pmtu,
+            cm: None,
+            start: StdInstant::now(),
+        })
+    }
+
+    /// The camera's RoCEv2 address and port, for error messages.
+    fn camera_roce_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.camera_roce, self.o.camera_rx_port)
+    }
+
+    /// Connect (RDMA CM or the register exchange), wait for the HELLO, announce the buffers and
+    /// wait until the camera holds them.
+    fn connect(&mut self) -> Result<()> {
+        let o = self.o;
+        if let Some(port) = o.cm_port
+            && self.gvcp.read(oregs::BASE + oregs::CM_PORT)? == 0
+        {
+            self.gvcp
+                .write(oregs::BASE + oregs::CM_PORT, u32::from(port))?;
+        }
+        // the camera admits CM requests from its controlling application only: GVCP is IPv4, so
+        // an IPv6 host names its RoCE address in OrspHostGid first
+        if let (Some(_), IpAddr::V6(gid)) = (o.cm_port, self.roce_local) {
+            write_host_gid(self.gvcp, gid)?;
+        }
+        self.cm = match o.cm_port {
+            Some(port) => Some(self.connect_cm(port)?),
+            None => {
+                connect_registers(o, self.gvcp, &mut self.plane, self.roce_local, self.pmtu)?;
+                None
+            }
+        };
+        let t0 = StdInstant::now();
+        while self.plane.stats().hello.is_none() {
+            // a lossy link may take a few resends of the HELLO
+            if t0.elapsed() > Duration::from_secs(5) {
+                bail!(
+                    "no HELLO from the camera within 5 s: is {} reachable from {}?",
+                    self.camera_roce_addr(),
+                    self.roce_local
+                );
+            }
+            if !self.plane.pump()? {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        self.plane.announce()?;
+        // Start only once the camera holds the buffers: frames due before the ANNOUNCE arrives
+        // (lost and sent again on a lossy link) find no buffer and are dropped, as a camera must.
+        let t0 = StdInstant::now();
+        while !self.plane.sends_done() {
+            if t0.elapsed() > Duration::from_secs(5) {
+                bail!(
+                    "the camera did not acknowledge the buffer ANNOUNCE within 5 s: is {} \
+                     reachable from {}?",
+                    self.camera_roce_addr(),
+                    self.roce_local
+                );
+            }
+            if !self.plane.pump()? {
+                self.plane.wait()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `rdma_connect()` to the camera's CM `port`: the soft host's own IB CM, or librdmacm.
+    fn connect_cm(&mut self, port: u16) -> Result<CmConn> {
+        let (o, pmtu) = (self.o, self.pmtu);
+        match &mut self.plane {
+            Plane::Soft(p) => {
+                let super::plane::SoftPlane { host, roce, .. } = &mut **p;
+                let (host_qpn, host_psn) = host.qp_numbers();
+                let c = crate::cm::connect(
+                    roce,
+                    self.roce_local,
+                    self.camera_roce,
+                    o.camera_rx_port,
+                    port,
+                    host_qpn,
+                    host_psn,
+                    pmtu,
+                )?;
+                host.connect_cm(c.device_qpn, c.device_sq_psn, c.host_sq_psn, pmtu, c.hello);
+                Ok(CmConn::Soft(c))
+            }
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(v) => {
+                let c = crate::verbs_cm::connect(v, self.camera_roce, port)?;
+                // the REP carried the HELLO; sideway 0.4 hides private data, so read the same
+                // fields from the registers
+                let gvcp = &mut *self.gvcp;
+                let mut r = |off: u32| gvcp.read(oregs::BASE + off);
+                let hello = rdmacam_protocol::orsp::msg::Hello {
+                    orsp_version: r(oregs::ORSP_VERSION)?,
+                    caps: r(oregs::ORSP_CAPS)?,
+                    max_ctrl_msg: r(oregs::MAX_CTRL_MSG)?,
+                    dev_recv_depth: r(oregs::DEV_RECV_DEPTH)?,
+                    max_buffers: r(oregs::MAX_BUFFERS)?,
+                    path_mtu: Pmtu::from_code(r(oregs::PATH_MTU)? as u8).map_or(0, |p| p.bytes()),
+                };
+                if o.progress {
+                    eprintln!(
+                        "rdma_connect: established, path MTU {} (OrspPathMtu)",
+                        hello.path_mtu
+                    );
+                }
+                v.set_hello(hello);
+                Ok(CmConn::Verbs(c))
+            }
+        }
+    }
+
+    /// AcquisitionStart: MultiFrame of the frames asked for, else Continuous.
+    fn start(&mut self) -> Result<()> {
+        match self.o.frames {
+            Some(n) => {
+                self.gvcp.write(regs::ACQUISITION_MODE, mode::MULTI_FRAME)?;
+                self.gvcp.write(regs::FRAME_COUNT, n as u32)?;
+            }
+            None => self.gvcp.write(regs::ACQUISITION_MODE, mode::CONTINUOUS)?,
+        }
+        self.gvcp.write(regs::ACQUISITION_COMMAND, command::START)?;
+        self.start = StdInstant::now();
+        Ok(())
+    }
+
+    /// Receive until the camera ends the stream. A failure here still reports what arrived
+    /// ([`StreamFailed`]).
+    fn stream(&mut self, stop: &Arc<AtomicBool>) -> Result<()> {
+        let mut progress = Progress::new(self.o);
+        let mut run = StreamState::new(self.o);
+        let r = self.stream_until_end(stop, &mut progress, &mut run);
+        if let Err(cause) = r {
+            progress.abandon();
+            let retransmitted = self.camera_retransmitted();
+            let s = self.plane.stats();
+            let seconds = self.start.elapsed().as_secs_f64();
+            let summary = Summary {
+                frames_expected: self.o.frames.unwrap_or(0),
+                frames_received: s.good + s.bad,
+                frames_bad: s.bad,
+                frames_dropped: s.dropped,
+                bytes_received: s.bytes,
+                retransmitted_packets: u64::from(retransmitted),
+                gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
+                seconds,
+                frames_with_chunks: s.chunk_frames,
+                reconnects: 0,
+                host_roce: self.plane.host_roce(),
+            };
+            return Err(anyhow::Error::new(StreamFailed { summary, cause }));
+        }
+        progress.finish(self.plane.stats().good + self.plane.stats().bad);
+        Ok(())
+    }
+
+    /// The camera's count of retransmitted packets (OrspCounters), 0 when it does not answer.
+    fn camera_retransmitted(&mut self) -> u32 {
+        self.gvcp
+            .read(oregs::BASE + oregs::COUNTER_RETRANSMITTED)
+            .unwrap_or(0)
+    }
+
+    fn stream_until_end(
+        &mut self,
+        stop: &Arc<AtomicBool>,
+        progress: &mut Progress,
+        run: &mut StreamState,
+    ) -> Result<()> {
+        while self.plane.stats().stream_end.is_none() {
+            self.inject_due(run)?;
+            if self.destroy_qp_due(run)? {
+                continue;
+            }
+            self.check_moving(run)?;
+            self.stop_when_asked(stop, run)?;
+            if !self.plane.pump()? {
+                self.plane.wait()?;
+            }
+            if run.last_beat.elapsed() > Duration::from_millis(500) {
+                self.gvcp.heartbeat();
+                run.last_beat = StdInstant::now();
+            }
+            if progress.due() {
+                // the camera's retransmission counter; the read doubles as the heartbeat
+                let retransmitted = self.camera_retransmitted();
+                run.last_beat = StdInstant::now();
+                progress.show(self.plane.stats(), self.start, retransmitted);
+            }
+        }
+        Ok(())
+    }
+
+    /// Faults whose frame count has arrived go to the camera.
+    fn inject_due(&mut self, run: &mut StreamState) -> Result<()> {
+        let s = self.plane.stats();
+        let arrived = s.good + s.bad + s.dropped;
+        while run
+            .injections
+            .first()
+            .is_some_and(|i| arrived >= i.after_frames)
+        {
+            let i = run.injections.remove(0);
+            inject(self.gvcp, &i)?;
+        }
+        Ok(())
+    }
+
+    /// `--destroy-qp-after`: destroy the QP once, then watch the camera give up. Returns
+    /// whether the QP is gone (the stream then only waits for the camera).
+    fn destroy_qp_due(&mut self, run: &mut StreamState) -> Result<bool> {
+        if let Some(n) = run.destroy_after
+            && run.destroyed.is_none()
+            && self.plane.stats().good + self.plane.stats().bad >= n
+        {
+            destroy_qp(&mut self.plane, n);
+            run.destroyed = Some(StdInstant::now());
+        }
+        let Some(at) = run.destroyed else {
+            return Ok(false);
+        };
+        camera_gives_up(self.gvcp, at)?;
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(true)
+    }
+
+    /// A stream that stops moving, a failed queue pair or lost control is an error, not a
+    /// wait without end.
+    fn check_moving(&mut self, run: &mut StreamState) -> Result<()> {
+        let s = self.plane.stats();
+        let seen = s.good + s.bad + s.dropped;
+        if seen != run.seen {
+            (run.seen, run.moved) = (seen, StdInstant::now());
+        } else if run.moved.elapsed() > Duration::from_secs(10) {
+            let roce = self.camera_roce_addr();
+            bail!(
+                "no frame from the camera for 10 s ({seen} so far): {}",
+                stall_cause(self.gvcp, roce, self.roce_local)
+            );
+        }
+        if let Some(why) = self.plane.transport_error() {
+            bail!("{why} ({seen} frames so far)");
+        }
+        if self.gvcp.control_lost() {
+            bail!(
+                "the camera dropped this host's control ({seen} frames so far): it rebooted, or \
+                 did not hear the heartbeat in time"
+            );
+        }
+        Ok(())
+    }
+
+    /// AcquisitionStop on Ctrl-C or when the duration is up; the camera must then end the
+    /// stream within 5 s.
+    fn stop_when_asked(&mut self, stop: &Arc<AtomicBool>, run: &mut StreamState) -> Result<()> {
+        let o = self.o;
+        if !run.stopping
+            && (stop.load(Ordering::SeqCst)
+                || o.duration.is_some_and(|d| self.start.elapsed() >= d))
+        {
+            self.gvcp.write(regs::ACQUISITION_COMMAND, command::STOP)?;
+            run.stopping = true;
+        }
+        if run.stopping
+            && self.start.elapsed() > o.duration.unwrap_or_default() + Duration::from_secs(5)
+        {
+            bail!("camera did not end the stream after AcquisitionStop");
+        }
+        Ok(())
+    }
+
+    /// Settle the last ACKs, disconnect, give control back, write the latency log, summarise.
+    fn finish(mut self) -> Result<Summary> {
+        let seconds = self.start.elapsed().as_secs_f64();
+        for _ in 0..20 {
+            self.plane.pump()?;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let retransmitted = self.camera_retransmitted();
+        self.disconnect();
+        let _ = self.gvcp.write(regs::CCP, 0);
+        let s = self.plane.stats();
+        if let Some(path) = &self.o.latency_log {
+            let csv: String = s
+                .trailers_seen
+                .iter()
+                .map(|(b, t)| format!("{b},{t}\n"))
+                .collect();
+            std::fs::write(path, format!("block_id,trailer_seen_ns\n{csv}"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
+        Ok(Summary {
+            frames_expected: self.o.frames.unwrap_or(last_block),
+            frames_received: s.good + s.bad,
+            frames_bad: s.bad,
+            frames_dropped: u64::from(camera_dropped).max(s.dropped),
+            bytes_received: s.bytes,
+            retransmitted_packets: u64::from(retransmitted),
+            gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
+            seconds,
+            frames_with_chunks: s.chunk_frames,
+            reconnects: 0,
+            host_roce: self.plane.host_roce(),
+        })
+    }
+
+    /// End the ORSP connection the way it was made: `rdma_disconnect()` (DREQ; the camera
+    /// answers DREP and goes idle) or DISCONNECT in OrspControl.
+    fn disconnect(&mut self) {
+        match (self.cm.take(), &mut self.plane) {
+            (Some(CmConn::Soft(c)), Plane::Soft(p)) => {
+                let _ = crate::cm::disconnect(
+                    &mut p.roce,
+                    self.roce_local,
+                    self.camera_roce,
+                    self.o.camera_rx_port,
+                    &c,
+                );
+            }
+            #[cfg(feature = "verbs")]
+            (Some(CmConn::Verbs(c)), _) => {
+                if let Err(e) = c.disconnect() {
+                    eprintln!("rdmacam-host: {e:#}");
+                }
+            }
+            _ => {
+                let _ = self
+                    .gvcp
+                    .write(oregs::BASE + oregs::CONTROL, oregs::CONTROL_DISCONNECT);
+            }
+        }
+    }
+}
+
+/// What the stream loop keeps between turns.
+struct StreamState {
+    injections: Vec<super::Injection>,
+    destroy_after: Option<u64>,
+    destroyed: Option<StdInstant>,
+    stopping: bool,
+    /// Frames seen, and when that last changed.
+    seen: u64,
+    moved: StdInstant,
+    last_beat: StdInstant,
+}
+
+impl StreamState {
+    fn new(o: &HostOptions) -> Self {
+        let mut injections = o.inject.clone();
+        injections.sort_by_key(|i| i.after_frames);
+        let destroy_after = match &o.transport {
+            HostTransport::Verbs {
+                destroy_qp_after, ..
+            } => *destroy_qp_after,
+            HostTransport::Soft => None,
+        };
+        let now = StdInstant::now();
+        StreamState {
+            injections,
+            destroy_after,
+            destroyed: None,
+            stopping: false,
+            seen: 0,
+            moved: now,
+            last_beat: now,
+        }
+    }
+}
+
+/// Live statistics on stderr (`--progress`): a bar on a terminal (a spinner when the frame
+/// count is open), plain lines otherwise, once a second.
+struct Progress {
+    on: bool,
+    bar: Option<ProgressBar>,
+    last_print: StdInstant,
+}
+
+impl Progress {
+    fn new(o: &HostOptions) -> Self {
+        let bar = (o.progress && std::io::stderr().is_terminal()).then(|| {
+            let (b, template) = match o.frames {
+                Some(n) => (ProgressBar::new(n), "{bar:30} {pos}/{len} frames  {msg}"),
+                None => (ProgressBar::new_spinner(), "{spinner} {pos} frames  {msg}"),
+            };
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                b.set_style(style);
+            }
+            b
+        });
+        Progress {
+            on: o.progress,
+            bar,
+            last_print: StdInstant::now(),
+        }
+    }
+
+    /// Whether a line is due.
+    fn due(&self) -> bool {
+        self.on && self.last_print.elapsed() > Duration::from_secs(1)
+    }
+
+    fn show(&mut self, s: &crate::host::Stats, start: StdInstant, retransmitted: u32) {
+        let secs = start.elapsed().as_secs_f64();
+        let stats = format!(
+            "({} bad, {} dropped) {:.1} frames/s {:.2} Gbit/s, {retransmitted} packets retransmitted",
+            s.bad,
+            s.dropped,
+            (s.good + s.bad) as f64 / secs,
+            s.bytes as f64 * 8.0 / secs / 1e9
+        );
+        match &self.bar {
+            Some(b) => {
+                b.set_position(s.good + s.bad);
+                b.set_message(stats);
+            }
+            None => eprintln!("{} frames {stats}", s.good + s.bad),
+        }
+        self.last_print = StdInstant::now();
+    }
+
+    fn abandon(&self) {
+        if let Some(b) = &self.bar {
+            b.abandon();
+        }
+    }
+
+    fn finish(self, frames: u64) {
+        if let Some(b) = self.bar {
+            b.set_position(frames);
+            b.finish();
+        }
+    }
+}
