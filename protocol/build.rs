@@ -1,5 +1,5 @@
 //! Writes the GenICam XML the camera serves from the feature table
-//! (`src/device/features.rs`), so the `no_std` crate embeds it as a plain string.
+//! (`src/device/features/`), so the `no_std` crate embeds it as a plain string.
 
 #![allow(dead_code)]
 

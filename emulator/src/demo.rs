@@ -12,7 +12,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rdmacam_hil::host::Summary;
 use rdmacam_hil::run::{HostOptions, run_host};
-use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::gev::PixelFormat;
 
 use crate::run::{CameraSummary, RunOptions, run};
@@ -68,39 +67,26 @@ pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
     if o.frames == 0 {
         anyhow::bail!("--frames must be at least 1");
     }
+    let mut cam_opts = RunOptions::new(ip, "DEMO0001");
+    let d = &mut cam_opts.device;
+    d.sensor_width = o.width.max(2048);
+    d.sensor_height = o.height.max(2048);
+    d.width = o.width;
+    d.height = o.height;
+    d.pixel_format = o.pixel_format;
+    d.frame_rate = o.fps;
+    // loopback is no 10G link: pace only above what it carries
+    d.link_speed_mbps = 100_000;
+    d.first_frame_mbps = 0;
     let cam_opts = RunOptions {
-        ip,
-        sensor_width: o.width.max(2048),
-        sensor_height: o.height.max(2048),
-        width: o.width,
-        height: o.height,
-        pixel_format: o.pixel_format,
-        pattern: Pattern::Gradient,
-        fps: o.fps,
-        serial: "DEMO0001".into(),
-        gev_version: (2, 2),
         seed: o.seed,
-        duration: None,
-        // loopback is no 10G link: pace only above what it carries
-        link_mbps: 100_000,
-        first_frame_mbps: 0,
         roce: true,
         roce_port: DEMO_CAMERA_ROCE_PORT,
         host_roce_port: DEMO_HOST_ROCE_PORT,
         gvcp_port: DEMO_GVCP_PORT,
         loss: o.loss,
-        pcap: None,
-        roce_ip: None,
-        cm_port: 0,
-        verbs: None,
-        gso: true,
-        gvsp_gso: false,
-        busy_poll: None,
-        latency_log: None,
-        trigger_hz: None,
-        images: None,
         faults: o.faults.clone(),
-        index: 0,
+        ..cam_opts
     };
     let camera = {
         let stop = stop_camera.clone();

@@ -325,43 +325,31 @@ fn main() -> ExitCode {
                 },
                 None => None,
             };
+            let image_size = images.as_ref().map(|i| (i.width(), i.height()));
+            let mut opts = RunOptions::new(a.ip[0], &a.serial);
+            let d = &mut opts.device;
+            d.sensor_width = a.sensor_width.or(image_size.map(|s| s.0)).unwrap_or(2048);
+            d.sensor_height = a.sensor_height.or(image_size.map(|s| s.1)).unwrap_or(2048);
+            d.width = a.width.or(image_size.map(|s| s.0)).unwrap_or(1920);
+            d.height = a.height.or(image_size.map(|s| s.1)).unwrap_or(1080);
+            d.pixel_format = a.pixel_format;
+            d.pattern = a.pattern;
+            d.frame_rate = a.fps;
+            d.gev_version = a.gev_version;
+            d.link_speed_mbps = a.link_mbps.unwrap_or(match a.transport {
+                Transport::Gvsp => 1000,
+                Transport::Udp | Transport::Verbs => 10_000,
+            });
+            d.first_frame_mbps = a.first_frame_mbps;
             let opts = RunOptions {
-                ip: a.ip[0],
-                sensor_width: a
-                    .sensor_width
-                    .or(images.as_ref().map(|i| i.width()))
-                    .unwrap_or(2048),
-                sensor_height: a
-                    .sensor_height
-                    .or(images.as_ref().map(|i| i.height()))
-                    .unwrap_or(2048),
-                width: a
-                    .width
-                    .or(images.as_ref().map(|i| i.width()))
-                    .unwrap_or(1920),
-                height: a
-                    .height
-                    .or(images.as_ref().map(|i| i.height()))
-                    .unwrap_or(1080),
                 images: images.clone(),
-                pixel_format: a.pixel_format,
-                pattern: a.pattern,
-                fps: a.fps,
-                serial: a.serial,
-                gev_version: a.gev_version,
                 seed: a.seed,
                 duration: a.duration.map(std::time::Duration::from_secs_f64),
                 trigger_hz: a.trigger_hz,
-                link_mbps: a.link_mbps.unwrap_or(match a.transport {
-                    Transport::Gvsp => 1000,
-                    Transport::Udp | Transport::Verbs => 10_000,
-                }),
-                first_frame_mbps: a.first_frame_mbps,
                 roce: a.transport == Transport::Udp,
                 roce_port: a.roce_port,
                 host_roce_port: a.host_roce_port,
                 gvcp_port: a.gvcp_port,
-                loss: 0.0,
                 pcap: a.pcap,
                 roce_ip: a.roce_ip,
                 cm_port: a.cm_port,
@@ -373,7 +361,7 @@ fn main() -> ExitCode {
                     .map(|us| std::time::Duration::from_micros(u64::from(us))),
                 latency_log: a.latency_log,
                 faults: a.faults,
-                index: 0,
+                ..opts
             };
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             {

@@ -99,26 +99,26 @@ impl Rig {
             .iter()
             .enumerate()
             .map(|(k, c)| {
-                let mut o = base.clone();
                 let what = || format!("camera {} in the rig", c.ip);
-                o.ip = c.ip;
-                o.serial = c
+                let serial = c
                     .serial
                     .clone()
-                    .unwrap_or_else(|| format!("{}-{}", base.serial, k + 1));
-                if o.serial.len() > 16 {
-                    bail!("{}: serial {:?} is longer than 16 bytes", what(), o.serial);
+                    .unwrap_or_else(|| format!("{}-{}", base.device.serial, k + 1));
+                if serial.len() > 16 {
+                    bail!("{}: serial {:?} is longer than 16 bytes", what(), serial);
                 }
+                let mut o = base.at(c.ip, &serial);
+                let d = &mut o.device;
                 if let Some(p) = &c.pixel_format {
-                    o.pixel_format = PixelFormat::from_name(p)
+                    d.pixel_format = PixelFormat::from_name(p)
                         .with_context(|| format!("{}: unknown pixel format {p:?}", what()))?;
                 }
                 if let Some(p) = &c.pattern {
-                    o.pattern = Pattern::from_name(p)
+                    d.pattern = Pattern::from_name(p)
                         .with_context(|| format!("{}: unknown pattern {p:?}", what()))?;
                 }
                 if let Some(f) = c.fps {
-                    o.fps = f;
+                    d.frame_rate = f;
                 }
                 if let Some(h) = c.trigger_hz {
                     o.trigger_hz = Some(h);
@@ -132,23 +132,23 @@ impl Rig {
                         .with_context(what)?;
                     let path = dir.join(spec);
                     let set = ImageSet::load(&path.to_string_lossy(), raw).with_context(what)?;
-                    o.sensor_width = set.width();
-                    o.sensor_height = set.height();
-                    o.width = set.width();
-                    o.height = set.height();
+                    d.sensor_width = set.width();
+                    d.sensor_height = set.height();
+                    d.width = set.width();
+                    d.height = set.height();
                     o.images = Some(Arc::new(set));
                 }
                 if let Some(v) = c.sensor_width {
-                    o.sensor_width = v;
+                    d.sensor_width = v;
                 }
                 if let Some(v) = c.sensor_height {
-                    o.sensor_height = v;
+                    d.sensor_height = v;
                 }
                 if let Some(v) = c.width {
-                    o.width = v;
+                    d.width = v;
                 }
                 if let Some(v) = c.height {
-                    o.height = v;
+                    d.height = v;
                 }
                 o.validate().with_context(what)?;
                 Ok(o)

@@ -71,9 +71,9 @@ impl VerbsLink {
             max_path_mtu = qp.active_mtu().bytes(),
             "verbs transport: RC QP ready for a host"
         );
-        cam.device().orsp().set_device_qpn(qp.qpn());
+        cam.device_mut().orsp_mut().set_device_qpn(qp.qpn());
         // hosts read the largest path MTU from ORSP_CAPS: the port's, not the protocol's 4096
-        cam.device().orsp().set_max_pmtu(qp.active_mtu());
+        cam.device_mut().orsp_mut().set_max_pmtu(qp.active_mtu());
         Ok(VerbsLink {
             device: device.map(str::to_owned),
             local_ip,
@@ -113,7 +113,7 @@ impl VerbsLink {
                 }
                 Err(e) => {
                     warn!("verbs connect failed: {e:#}");
-                    cam.device().orsp_failed(event::REMOTE_ERROR);
+                    cam.device_mut().orsp_failed(event::REMOTE_ERROR);
                     self.reset(cam);
                 }
             }
@@ -233,7 +233,7 @@ impl VerbsLink {
                 self.frames.iter_mut().for_each(|f| *f = None);
                 self.msgs = msgs;
                 self.recv = recv;
-                cam.device().orsp().set_device_qpn(self.qp.qpn());
+                cam.device_mut().orsp_mut().set_device_qpn(self.qp.qpn());
                 info!(
                     qpn = self.qp.qpn(),
                     "verbs transport: new RC QP ready for a host"

@@ -183,9 +183,9 @@ pub async fn run<S: FrameSource>(
         // the message channel: acknowledges in, events (and their resends) out
         while let Poll::Ready(Ok((n, _))) = msg.poll_recv_from(datagram, &mut noop) {
             busy = true;
-            cam.device().handle_message(&datagram[..n]);
+            cam.device_mut().handle_message(&datagram[..n]);
         }
-        while let Some(m) = cam.device().poll_message(now(), out) {
+        while let Some(m) = cam.device_mut().poll_message(now(), out) {
             busy = true;
             let to = IpEndpoint::new(IpAddress::Ipv4(m.dst_ip), m.dst_port);
             let _ = msg.send_to(&out[..m.len], to).await;

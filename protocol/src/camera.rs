@@ -233,7 +233,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// no other host can predict the numbers of the next connection.
     pub fn with_entropy(mut self, entropy: fn() -> u64) -> Self {
         self.entropy = Some(entropy);
-        self.device.orsp().reseed(entropy());
+        self.device.orsp_mut().reseed(entropy());
         self
     }
 
@@ -286,19 +286,19 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// The next work request for the send queue (external transport).
     pub fn poll_work(&mut self) -> Option<WorkRequest> {
         self.process_events();
-        self.device.orsp().poll_work()
+        self.device.orsp_mut().poll_work()
     }
 
     /// The bytes of a message work request (`handle` at or above `MSG_HANDLE_BASE`).
     pub fn message(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
-        self.device.orsp_channel().message(handle, offset, len)
+        self.device.orsp().message(handle, offset, len)
     }
 
     /// A send completion from the external transport.
     pub fn complete(&mut self, c: &Completion) {
         // the first failure of a live connection ends it (the rest are flushes)
-        let failed = c.status != WcStatus::Success && self.device.orsp_channel().is_connected();
-        self.device.orsp().on_completion(c);
+        let failed = c.status != WcStatus::Success && self.device.orsp().is_connected();
+        self.device.orsp_mut().on_completion(c);
         if failed {
             self.device.orsp_failed(failure_code(c.status));
             self.process_events();
@@ -309,7 +309,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// A message the host SENT, received by the external transport.
     pub fn host_message(&mut self, bytes: &[u8]) {
         self.counters.host_messages += 1;
-        self.device.orsp().on_host_message(bytes);
+        self.device.orsp_mut().on_host_message(bytes);
         self.process_events();
     }
 
@@ -321,13 +321,13 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     }
 
     /// The device (registers, counters).
-    pub fn device(&mut self) -> &mut Device {
-        &mut self.device
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
-    /// The device, read-only.
-    pub fn device_ref(&self) -> &Device {
-        &self.device
+    /// The device, to drive it (faults, Line0, the message channel).
+    pub fn device_mut(&mut self) -> &mut Device {
+        &mut self.device
     }
 
     /// Counters.
@@ -340,7 +340,6 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         self.qp.is_some()
     }
 
-    /// The RC requester's counters, if connected.
     /// The RC requester's counters: of the live connection, else of the last one.
     pub fn rc_counters(&self) -> Option<RequesterCounters> {
         self.qp
@@ -462,12 +461,12 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         self.backlog.clear();
         self.reclaim_frames();
         if let Some(e) = self.entropy {
-            self.device.orsp().reseed(e());
+            self.device.orsp_mut().reseed(e());
         }
     }
 
     fn reclaim_frames(&mut self) {
-        while let Some(h) = self.device.orsp().poll_released_frame() {
+        while let Some(h) = self.device.orsp_mut().poll_released_frame() {
             if !self.free_frames.contains(&h) {
                 let _ = self.free_frames.push(h);
             }
@@ -517,14 +516,14 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
                 self.counters.host_messages += 1;
                 let len = (c.byte_len as usize).min(DEV_RECV_SIZE as usize);
                 let msg = &self.recv_bufs[c.wr_id as usize][..len];
-                self.device.orsp().on_host_message(msg);
+                self.device.orsp_mut().on_host_message(msg);
                 qp.responder.post_recv(c.wr_id, DEV_RECV_SIZE);
             }
         }
         // the host sent what the receive side cannot take (a SEND longer than DEV_RECV_SIZE):
         // the responder NAKed it and went to the error state, so the connection is over; say
         // so in STATUS instead of streaming on with a dead receive side
-        if qp.responder.is_error() && self.device.orsp_channel().is_connected() {
+        if qp.responder.is_error() && self.device.orsp().is_connected() {
             self.device.orsp_failed(event::HOST_MESSAGE_REFUSED);
             self.process_events();
             return;
@@ -572,7 +571,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             if c.status != WcStatus::Success && failed.is_none() {
                 failed = Some(failure_code(c.status));
             }
-            self.device.orsp().on_completion(&c);
+            self.device.orsp_mut().on_completion(&c);
         }
         let rc = qp.requester.counters();
         self.device.set_transport_counters(TransportCounters {
@@ -631,7 +630,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             }
         }
         while !self.backlog.is_full() {
-            let Some(wr) = self.device.orsp().poll_work() else {
+            let Some(wr) = self.device.orsp_mut().poll_work() else {
                 break;
             };
             let _ = self.backlog.push_back(wr);
@@ -645,7 +644,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         }
         let src = Payloads {
             frames: &self.frames,
-            orsp: self.device.orsp_channel(),
+            orsp: self.device.orsp(),
         };
         qp.requester.set_ipv4_ident(ipv4_ident);
         let pkt = qp.requester.poll_transmit(now, &src);
@@ -653,7 +652,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         if let Some(p) = &pkt
             && !p.retransmission
             && p.payload.handle >= MSG_HANDLE_BASE
-            && let Some(bytes) = self.device.orsp_channel().message(
+            && let Some(bytes) = self.device.orsp().message(
                 p.payload.handle,
                 p.payload.offset,
                 p.payload_len as usize,
@@ -672,7 +671,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     fn payloads(&self) -> Payloads<'_, M> {
         Payloads {
             frames: &self.frames,
-            orsp: self.device.orsp_channel(),
+            orsp: self.device.orsp(),
         }
     }
 

@@ -525,7 +525,7 @@ fn an_acquisition_started_before_the_rtu_streams_once_the_rtu_comes() {
         [0x02, 0x52, 0, 0, 0, 2],
         "CM1",
     ));
-    d.orsp().set_cm_port(7471);
+    d.orsp_mut().set_cm_port(7471);
     let gvcp = |d: &mut Device, t: u64, addr: u32, v: u32| {
         let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08, 0x00, 0x01];
         c.extend_from_slice(&addr.to_be_bytes());
@@ -548,18 +548,18 @@ fn an_acquisition_started_before_the_rtu_streams_once_the_rtu_comes() {
         "REP"
     );
     let (camera_id, host_id) = comm_ids(&rep[24..]).unwrap();
-    assert!(!d.orsp_channel().is_connected(), "connected before the RTU");
+    assert!(!d.orsp().is_connected(), "connected before the RTU");
 
     // AcquisitionStart overtakes the RTU
     gvcp(&mut d, 2, regs::ACQUISITION_COMMAND, 1);
-    assert_ne!(d.orsp_channel().state(), State::Streaming);
+    assert_ne!(d.orsp().state(), State::Streaming);
 
     let mut rtu = [0u8; MAD_LEN];
     let tid = MadHeader::parse(&req).unwrap().tid;
     emit_ids(&mut rtu, attr::RTU, tid, host_id, camera_id, None).unwrap();
     let mut out = [0u8; MAD_LEN];
     let _ = d.handle_cm(Instant::from_millis(3), from, &rtu, &mut out);
-    assert_eq!(d.orsp_channel().state(), State::Streaming);
+    assert_eq!(d.orsp().state(), State::Streaming);
 }
 
 /// Only the controlling application may connect through the CM: host B's REQ (the one Linux
@@ -579,7 +579,7 @@ fn only_the_controlling_application_connects_through_the_cm() {
         [0x02, 0x52, 0, 0, 0, 2],
         "CM2",
     ));
-    d.orsp().set_cm_port(7471);
+    d.orsp_mut().set_cm_port(7471);
     let write = |d: &mut Device, addr: u32, v: u32| {
         let mut c = vec![0x42, 0x01, 0x00, 0x82, 0x00, 0x08, 0x00, 0x01];
         c.extend_from_slice(&addr.to_be_bytes());
@@ -613,7 +613,7 @@ fn only_the_controlling_application_connects_through_the_cm() {
     // a bystander while A holds control
     assert!(refused(&mut d, b).is_some());
     assert_eq!(d.gvcp_counters().cm_refused, 2);
-    assert!(!d.orsp_channel().is_connected());
+    assert!(!d.orsp().is_connected());
     // an IPv6 host: refused until A names it in OrspHostGid
     let v6: Ipv6Addr = "fd00::1".parse().unwrap();
     assert!(refused(&mut d, IpAddr::V6(v6)).is_some());

@@ -61,7 +61,7 @@ pub fn gvcp_from_a_bystander(data: &[u8]) {
             d.frame_spec(),
             d.ip(),
             d.acquiring(),
-            d.orsp_channel().state(),
+            d.orsp().state(),
             d.read_reg(oregs::BASE + oregs::HOST_QPN),
         )
     };

@@ -378,7 +378,7 @@ fn a_vanished_host_returns_the_camera_to_idle() {
     assert!(!w.cam.connected());
     assert!(!w.cam.device().acquiring());
     w.run_until(
-        |w| w.cam.device_ref().controller().is_none(),
+        |w| w.cam.device().controller().is_none(),
         Duration::from_secs(10),
     );
     assert_eq!(w.cam.device().controller(), None, "heartbeat expired");

@@ -84,7 +84,7 @@ impl CameraLoop {
         opts.validate()?;
         let faults = FaultEngine::new(&opts.faults, opts.index, opts.seed);
         refuse_verbs_packet_faults(&opts)?;
-        let ip = opts.ip;
+        let ip = opts.ip();
         if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
             bail!("--ip must be one local unicast address, not {ip}");
         }
@@ -107,7 +107,7 @@ impl CameraLoop {
         };
         let message_sock = UdpSocket::bind(SocketAddrV4::new(ip, 0))?;
         message_sock.set_nonblocking(true)?;
-        let mut cfg = opts.device_config(ip);
+        let mut cfg = opts.device.clone();
         cfg.stream_source_port = stream_sock.local_addr()?.port();
         cfg.orsp_offered = opts.roce || opts.verbs.is_some();
         cfg.message_source_port = message_sock.local_addr()?.port();
@@ -160,7 +160,7 @@ impl CameraLoop {
             cam,
             summary: CameraSummary {
                 ip: ip.to_string(),
-                serial: opts.serial.clone(),
+                serial: opts.device.serial.to_string(),
                 ..CameraSummary::default()
             },
             busy_poll: opts.busy_poll.unwrap_or(BUSY_POLL),
@@ -193,7 +193,7 @@ impl CameraLoop {
 
     /// The RoCEv2 socket of `--transport udp`, with its capture and GSO settings.
     fn roce_link(opts: &RunOptions) -> Result<RoceLink> {
-        let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(opts.ip));
+        let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(opts.ip()));
         let mut socket =
             RoceSocket::bind(roce_ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
         socket.set_gso(opts.gso);
@@ -213,12 +213,12 @@ impl CameraLoop {
     }
 
     fn log_start(&self) {
-        let (o, ip) = (&self.opts, self.opts.ip);
-        let stream_port = self.cfg.stream_source_port;
+        let (o, d) = (&self.opts, &self.cfg);
+        let (ip, stream_port) = (d.ip, d.stream_source_port);
         info!(
-            %ip, serial = %o.serial, width = o.width, height = o.height,
-            pixel_format = o.pixel_format.name(), pattern = o.pattern.name(), fps = o.fps,
-            gev = format!("{}.{}", o.gev_version.0, o.gev_version.1),
+            %ip, serial = %d.serial, width = d.width, height = d.height,
+            pixel_format = d.pixel_format.name(), pattern = d.pattern.name(), fps = d.frame_rate,
+            gev = format!("{}.{}", d.gev_version.0, d.gev_version.1),
             stream_source_port = stream_port,
             "virtual camera up: GVCP on {ip}:{}, GVSP from {ip}:{stream_port}{}",
             o.gvcp_port,
@@ -269,7 +269,7 @@ impl CameraLoop {
 
     /// Faults: hosts' requests, windows opening and closing, a reboot coming back.
     fn run_faults(&mut self) {
-        while let Some(r) = self.cam.device().faults().poll_request() {
+        while let Some(r) = self.cam.device_mut().faults().poll_request() {
             let kind = self.faults.request(StdInstant::now(), r);
             info!(
                 fault = kind.cli_name(),
@@ -284,7 +284,7 @@ impl CameraLoop {
         for (k, n) in self.faults.wire_counts().into_iter().enumerate() {
             let kind = FaultKind::ALL[k];
             if !kind.in_device() {
-                self.cam.device().faults().set_counted(kind, n);
+                self.cam.device_mut().faults().set_counted(kind, n);
             }
         }
     }
@@ -293,11 +293,14 @@ impl CameraLoop {
     fn reboot(&mut self) {
         self.take_rc_counters();
         self.summary.add(&device_summary(&self.cam));
-        let before = self.cam.device_ref().faults_injected();
+        let before = self.cam.device().faults_injected();
         let tx_port = self.roce.as_ref().map_or(0, |r| r.socket.tx_port());
         self.cam = boot(&self.opts, &self.cfg, &self.faults, tx_port);
         for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
-            self.cam.device().faults().counted(k, before[k as usize]);
+            self.cam
+                .device_mut()
+                .faults()
+                .counted(k, before[k as usize]);
         }
         if let Some(r) = self.roce.as_mut() {
             r.held = None;
@@ -382,7 +385,7 @@ impl CameraLoop {
             match self.message_sock.recv_from(&mut self.rx) {
                 Ok((n, _)) => {
                     busy = true;
-                    self.cam.device().handle_message(&self.rx[..n]);
+                    self.cam.device_mut().handle_message(&self.rx[..n]);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -392,7 +395,7 @@ impl CameraLoop {
             }
         }
         let now = self.now();
-        while let Some(m) = self.cam.device().poll_message(now, &mut self.tx) {
+        while let Some(m) = self.cam.device_mut().poll_message(now, &mut self.tx) {
             busy = true;
             let dst = SocketAddrV4::new(m.dst_ip, m.dst_port);
             if let Err(e) = self.message_sock.send_to(&self.tx[..m.len], dst) {
@@ -410,7 +413,7 @@ impl CameraLoop {
             if level != self.line0 {
                 self.line0 = level;
                 let now = self.now();
-                self.cam.device().set_line0(now, level);
+                self.cam.device_mut().set_line0(now, level);
             }
         }
     }
@@ -538,7 +541,7 @@ impl CameraLoop {
     /// each packet passes the fault engine (lost, corrupted, duplicated or held back).
     fn send_gvsp(&mut self) -> bool {
         // GevSCPSDoNotFragment reaches the stream socket before anything is sent with it
-        let df = self.cam.device_ref().stream_do_not_fragment();
+        let df = self.cam.device().stream_do_not_fragment();
         if self.stream_df != Some(df) {
             if let Err(e) = rdmacam_io::sockopt::set_dont_fragment(&self.stream_sock, df) {
                 warn!("cannot set Don't Fragment to {df} on the GVSP socket: {e}");
@@ -664,12 +667,12 @@ impl CameraLoop {
         self.take_rc_counters();
         self.summary.add(&device_summary(&self.cam));
         let mut injected = self.faults.wire_counts();
-        let device_counts = self.cam.device_ref().faults_injected();
+        let device_counts = self.cam.device().faults_injected();
         for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
             injected[k as usize] = device_counts[k as usize];
         }
         self.summary.faults = crate::fault::FaultCounts(injected);
-        let d = self.cam.device_ref();
+        let d = self.cam.device();
         let (s, g, ev, ac) = (
             d.stream_counters(),
             d.gvcp_counters(),
@@ -727,7 +730,7 @@ fn refuse_verbs_packet_faults(opts: &RunOptions) -> Result<()> {
 /// socket's own port (0 without one).
 fn boot(opts: &RunOptions, cfg: &DeviceConfig, faults: &FaultEngine, camera_tx: u16) -> CameraCore {
     let mut device = Device::new(cfg.clone());
-    device.orsp().set_cm_port(opts.cm_port);
+    device.orsp_mut().set_cm_port(opts.cm_port);
     let f = device.faults();
     f.set_io(true);
     f.set_seed(opts.seed ^ 0xd3 ^ ((opts.index as u64) << 32));

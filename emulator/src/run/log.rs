@@ -7,7 +7,7 @@ use crate::camera::CameraCore;
 
 /// Why an ORSP connection ended in the error state (retry exhaustion, fatal NAK).
 pub(super) fn log_failure(cam: &CameraCore) {
-    let ch = cam.device_ref().orsp_channel();
+    let ch = cam.device().orsp();
     if ch.state() == rdmacam_protocol::orsp::channel::State::Error {
         let code = ch.last_error();
         let why = match code {
@@ -29,7 +29,7 @@ pub(super) fn log_failure(cam: &CameraCore) {
 /// The ORSP connection's transport counters (live, or of the last connection).
 pub(super) fn log_rc(cam: &CameraCore) {
     if let Some(rc) = cam.rc_counters() {
-        let o = cam.device_ref().orsp_channel().counters();
+        let o = cam.device().orsp().counters();
         info!(
             frames = o.frames_sent,
             dropped = o.frames_dropped,

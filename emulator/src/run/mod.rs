@@ -25,8 +25,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rdmacam_protocol::device::DeviceConfig;
-use rdmacam_protocol::device::frame::Pattern;
-use rdmacam_protocol::gev::PixelFormat;
 
 use camera_loop::CameraLoop;
 pub use idle::BUSY_POLL;
@@ -35,34 +33,15 @@ pub use summary::CameraSummary;
 /// Everything `rdmacam run` needs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Local address the camera answers on.
-    pub ip: Ipv4Addr,
-    /// Sensor width in pixels (the largest Width a host may set).
-    pub sensor_width: u32,
-    /// Sensor height in lines.
-    pub sensor_height: u32,
-    /// Initial image width.
-    pub width: u32,
-    /// Initial image height.
-    pub height: u32,
-    /// Initial pixel format.
-    pub pixel_format: PixelFormat,
-    /// Initial test pattern.
-    pub pattern: Pattern,
-    /// Initial frame rate.
-    pub fps: f32,
-    /// Serial number (also the GenICam DeviceID).
-    pub serial: String,
-    /// Reported GigE Vision version.
-    pub gev_version: (u16, u16),
+    /// The camera as a host sees it: its address, serial, sensor, initial image settings,
+    /// GigE Vision version, link speed. The run fills in what its sockets and clock decide
+    /// (stream and message ports, time base, whether ORSP is offered); the MAC and the seed of
+    /// the QP numbers follow the address ([`RunOptions::at`]).
+    pub device: DeviceConfig,
     /// Seed of the noise pattern.
     pub seed: u64,
     /// Stop after this many seconds (tests); None = until Ctrl-C.
     pub duration: Option<Duration>,
-    /// Link speed the stream is paced to, Mbit/s.
-    pub link_mbps: u32,
-    /// Rate of each acquisition's first frame, Mbit/s (0 = link speed).
-    pub first_frame_mbps: u32,
     /// ORSP over a UDP RoCEv2 socket as well as GVSP.
     pub roce: bool,
     /// UDP port the camera receives RoCEv2 on.
@@ -75,7 +54,7 @@ pub struct RunOptions {
     pub loss: f64,
     /// Write every RoCEv2 packet sent and received to this pcapng file.
     pub pcap: Option<std::path::PathBuf>,
-    /// RoCEv2 address if not `ip` (IPv6 allowed).
+    /// RoCEv2 address if not the camera's (IPv6 allowed).
     pub roce_ip: Option<std::net::IpAddr>,
     /// Port the RDMA CM listener answers on from the start (the ORSP CM_PORT register; 0 = none
     /// until a host writes one).
@@ -114,27 +93,61 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// The device of the camera at `ip` with these settings (the I/O layer fills in its ports,
-    /// time base and ORSP offer).
-    pub fn device_config(&self, ip: Ipv4Addr) -> DeviceConfig {
-        let mut cfg = DeviceConfig::new(ip, sockets::mac_for(ip), &self.serial);
-        cfg.sensor_width = self.sensor_width;
-        cfg.sensor_height = self.sensor_height;
-        cfg.width = self.width;
-        cfg.height = self.height;
-        cfg.pixel_format = self.pixel_format;
-        cfg.pattern = self.pattern;
-        cfg.frame_rate = self.fps;
-        cfg.gev_version = self.gev_version;
-        cfg.link_speed_mbps = self.link_mbps;
-        cfg.first_frame_mbps = self.first_frame_mbps;
-        cfg
+    /// A camera at `ip` with serial `serial` and the emulator's defaults: 2048x2048 sensor,
+    /// 1920x1080 Mono8 gradient at 30 frames/s, GEV 2.2, a 10 Gbit/s link; GVSP only, on the
+    /// standard ports; no faults, no capture, no images.
+    pub fn new(ip: Ipv4Addr, serial: &str) -> Self {
+        RunOptions {
+            device: DeviceConfig::new(ip, sockets::mac_for(ip), serial),
+            seed: 1,
+            duration: None,
+            roce: false,
+            roce_port: 4791,
+            host_roce_port: 4791,
+            gvcp_port: 3956,
+            loss: 0.0,
+            pcap: None,
+            roce_ip: None,
+            cm_port: 0,
+            verbs: None,
+            gso: true,
+            gvsp_gso: false,
+            busy_poll: None,
+            latency_log: None,
+            images: None,
+            trigger_hz: None,
+            faults: Vec::new(),
+            index: 0,
+        }
+    }
+
+    /// The same camera at `ip` with serial `serial` (another camera of a rig): its MAC and
+    /// the seed of its QP numbers follow the new address; every other setting stays.
+    pub fn at(&self, ip: Ipv4Addr, serial: &str) -> Self {
+        let fresh = DeviceConfig::new(ip, sockets::mac_for(ip), serial);
+        RunOptions {
+            device: DeviceConfig {
+                ip: fresh.ip,
+                mac: fresh.mac,
+                serial: fresh.serial,
+                orsp_qpn: fresh.orsp_qpn,
+                entropy: fresh.entropy,
+                ..self.device.clone()
+            },
+            ..self.clone()
+        }
+    }
+
+    /// The camera's address.
+    pub fn ip(&self) -> Ipv4Addr {
+        self.device.ip
     }
 
     /// Refuse settings the camera's own feature table would refuse from a host: an image
     /// larger than the sensor, a frame rate outside AcquisitionFrameRate's range.
     pub fn validate(&self) -> Result<()> {
         use rdmacam_protocol::device::features::{Kind, Limit, by_name};
+        let d = &self.device;
         let fixed_min = |name: &str| match by_name(name).map(|f| f.kind) {
             Some(Kind::Int {
                 min: Limit::Fixed(m),
@@ -142,29 +155,29 @@ impl RunOptions {
             }) => m as u32,
             _ => 1,
         };
-        if !(16..=MAX_SENSOR).contains(&self.sensor_width)
-            || !(1..=MAX_SENSOR).contains(&self.sensor_height)
+        if !(16..=MAX_SENSOR).contains(&d.sensor_width)
+            || !(1..=MAX_SENSOR).contains(&d.sensor_height)
         {
             bail!(
                 "the sensor must be 16..{MAX_SENSOR} pixels wide and 1..{MAX_SENSOR} lines high, \
                  not {}x{}",
-                self.sensor_width,
-                self.sensor_height
+                d.sensor_width,
+                d.sensor_height
             );
         }
         for (what, v, min, max, sensor_flag) in [
             (
                 "--width",
-                self.width,
+                d.width,
                 fixed_min("Width"),
-                self.sensor_width,
+                d.sensor_width,
                 "--sensor-width",
             ),
             (
                 "--height",
-                self.height,
+                d.height,
                 fixed_min("Height"),
-                self.sensor_height,
+                d.sensor_height,
                 "--sensor-height",
             ),
         ] {
@@ -186,8 +199,11 @@ impl RunOptions {
         if let Some(Kind::Float { min, unit, .. }) = by_name("AcquisitionFrameRate").map(|f| f.kind)
         {
             let max = rdmacam_protocol::device::acquisition::frame_rate_limit(1.0) as f32;
-            if !(min..=max).contains(&self.fps) {
-                bail!("--fps {} is out of range: {min}..{max} {unit}", self.fps);
+            if !(min..=max).contains(&d.frame_rate) {
+                bail!(
+                    "--fps {} is out of range: {min}..{max} {unit}",
+                    d.frame_rate
+                );
             }
         }
         Ok(())
@@ -235,7 +251,7 @@ pub fn camera_addresses(ips: &[Ipv4Addr], cameras: Option<u32>) -> Result<Vec<Ip
 }
 
 /// Serve one camera per address in `ips`, each on its own thread with `opts` and its own
-/// address, serial (`opts.serial` with `-1`, `-2`, ... appended when there are several), MAC
+/// address, serial (the configured serial with `-1`, `-2`, ... appended when there are several), MAC
 /// and ports. The first camera that fails to start or fails stops them all, and its error is
 /// returned.
 pub fn run_cameras(
@@ -245,9 +261,10 @@ pub fn run_cameras(
 ) -> Result<Vec<CameraSummary>> {
     fault_targets_exist(&opts.faults, ips.len())?;
     if let [ip] = ips {
-        return Ok(vec![run(RunOptions { ip: *ip, ..opts }, stop)?]);
+        let serial = opts.device.serial.clone();
+        return Ok(vec![run(opts.at(*ip, &serial), stop)?]);
     }
-    let longest = format!("{}-{}", opts.serial, ips.len());
+    let longest = format!("{}-{}", opts.device.serial, ips.len());
     if longest.len() > 16 {
         bail!(
             "serial {longest:?} would be longer than a GigE Vision serial (16 bytes): a shorter --serial"
@@ -257,10 +274,8 @@ pub fn run_cameras(
         .iter()
         .enumerate()
         .map(|(k, ip)| RunOptions {
-            ip: *ip,
-            serial: format!("{}-{}", opts.serial, k + 1),
             index: k,
-            ..opts.clone()
+            ..opts.at(*ip, &format!("{}-{}", opts.device.serial, k + 1))
         })
         .collect();
     run_all(all, stop)
@@ -305,15 +320,15 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<Camera
     if all.len() > 1 && all.iter().any(|o| o.verbs.is_some() || o.roce_ip.is_some()) {
         bail!("--transport verbs and --roce-ip name one device or address: one camera");
     }
-    let ips: Vec<Ipv4Addr> = all.iter().map(|o| o.ip).collect();
+    let ips: Vec<Ipv4Addr> = all.iter().map(RunOptions::ip).collect();
     let threads: Vec<_> = all
         .into_iter()
         .map(|o| {
             let stop = stop.clone();
             std::thread::Builder::new()
-                .name(format!("camera {}", o.ip))
+                .name(format!("camera {}", o.ip()))
                 .spawn(move || {
-                    let span = tracing::info_span!("camera", ip = %o.ip);
+                    let span = tracing::info_span!("camera", ip = %o.ip());
                     let _in = span.enter();
                     let r = run(o, stop.clone());
                     if r.is_err() {

@@ -100,8 +100,8 @@ impl CameraSummary {
 
 /// The stream counters of the camera as it is now (not RoCE, not faults).
 pub(super) fn device_summary(cam: &CameraCore) -> CameraSummary {
-    let s = cam.device_ref().stream_counters();
-    let o = cam.device_ref().orsp_channel().counters();
+    let s = cam.device().stream_counters();
+    let o = cam.device().orsp().counters();
     CameraSummary {
         gvsp_frames: s.frames_sent,
         gvsp_packets: s.packets_sent,

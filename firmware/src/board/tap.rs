@@ -93,8 +93,8 @@ async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu
     cfg.link_speed_mbps = 1000;
     let mut device = Device::new(cfg);
     // smoltcp writes TOS 0 and hides received IP headers: no DSCP/ECN control
-    device.orsp().set_tos_capable(false);
-    device.orsp().set_cm_port(args.cm_port);
+    device.orsp_mut().set_tos_capable(false);
+    device.orsp_mut().set_cm_port(args.cm_port);
     static FRAMES: StaticCell<[u8; FRAME_MEMORY]> = StaticCell::new();
     static BUFFERS: StaticCell<Buffers> = StaticCell::new();
     let frames = FRAMES.init([0; FRAME_MEMORY]);

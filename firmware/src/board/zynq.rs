@@ -185,7 +185,7 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     cfg.orsp_max_pmtu = Pmtu::Mtu1024;
     cfg.link_speed_mbps = 1000;
     let mut device = Device::new(cfg);
-    device.orsp().set_tos_capable(false);
+    device.orsp_mut().set_tos_capable(false);
     let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), FRAMES.take())
         .with_entropy(board_entropy);
     app::run(stack, &mut cam, BUFFERS.take()).await

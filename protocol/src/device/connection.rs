@@ -9,15 +9,15 @@ use crate::orsp::{self, ConnectParams, OrspChannel, TransportCounters};
 use crate::rc::Instant;
 
 impl Device {
-    /// The ORSP channel (the transport feeds it completions and host messages, and posts its
-    /// work requests).
-    pub fn orsp(&mut self) -> &mut OrspChannel<ORSP_BUFFERS> {
-        &mut self.orsp
+    /// The ORSP channel (state, counters, message bytes for the transport's payload source).
+    pub fn orsp(&self) -> &OrspChannel<ORSP_BUFFERS> {
+        &self.orsp
     }
 
-    /// The ORSP channel, read-only (message bytes for the transport's payload source).
-    pub fn orsp_channel(&self) -> &OrspChannel<ORSP_BUFFERS> {
-        &self.orsp
+    /// The ORSP channel, to drive it (the transport feeds it completions and host messages,
+    /// and posts its work requests).
+    pub fn orsp_mut(&mut self) -> &mut OrspChannel<ORSP_BUFFERS> {
+        &mut self.orsp
     }
 
     /// The transport's RC counters for the ORSP COUNTERS registers: retransmitted packets, RNR

@@ -627,7 +627,7 @@ pub fn by_register(addr: u32) -> impl Iterator<Item = &'static Feature> {
 /// The start of the GenICam file, up to and including the `RegisterDescription` element.
 const HEADER: &str = r#"<?xml version="1.0" encoding="utf-8"?>
 <!-- GenICam description of the rdmacam virtual camera (GenApi schema 1.1), generated from
-     protocol/src/device/features.rs at build time: edit the table there, not this file.
+     protocol/src/device/features/ at build time: edit the tables there, not this file.
      Served from device memory at 0x20000 (see the First URL register at 0x200). Camera
      registers live at 0x1F000..0x1F200, the ORSP block at 0x10000, GigE Vision bootstrap
      registers below 0x10000. -->
@@ -725,7 +725,7 @@ fn register_node(
             out,
             "    <pIndex Offset=\"{:#x}\">{}</pIndex>",
             ix.stride,
-            Reg2(ix.selector)
+            RegNode(ix.selector)
         )?;
     }
     write!(
@@ -742,7 +742,7 @@ fn register_node(
         out.write_str("    <Cachable>NoCache</Cachable>\n")?;
     }
     for f in r.invalidated_by {
-        writeln!(out, "    <pInvalidator>{}</pInvalidator>", Reg2(f))?;
+        writeln!(out, "    <pInvalidator>{}</pInvalidator>", RegNode(f))?;
     }
     match r.bits {
         Some((msb, lsb)) if msb == lsb => writeln!(out, "    <Bit>{msb}</Bit>")?,
@@ -793,7 +793,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
             }
             selected(out, f)?;
             writeln!(out, "  </Integer>")?;
-            register_node(out, &Reg2(name), &reg, false)
+            register_node(out, &RegNode(name), &reg, false)
         }
         Kind::Float {
             reg,
@@ -811,7 +811,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
                 FLimit::Feature(n) => writeln!(out, "    <pMax>{n}</pMax>")?,
             }
             writeln!(out, "    <Unit>{unit}</Unit>\n  </Float>")?;
-            register_node(out, &Reg2(name), &reg, true)
+            register_node(out, &RegNode(name), &reg, true)
         }
         Kind::Enum { reg, entries } => {
             open(out, "Enumeration", f)?;
@@ -827,7 +827,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
             writeln!(out, "    <pValue>{name}Reg</pValue>")?;
             selected(out, f)?;
             writeln!(out, "  </Enumeration>")?;
-            register_node(out, &Reg2(name), &reg, false)
+            register_node(out, &RegNode(name), &reg, false)
         }
         Kind::Bool { reg } => {
             open(out, "Boolean", f)?;
@@ -835,7 +835,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
                 out,
                 "    <pValue>{name}Reg</pValue>\n    <OnValue>1</OnValue>\n    <OffValue>0</OffValue>\n  </Boolean>"
             )?;
-            register_node(out, &Reg2(name), &reg, false)
+            register_node(out, &RegNode(name), &reg, false)
         }
         Kind::Command { value, .. } => {
             open(out, "Command", f)?;
@@ -867,7 +867,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
                 writeln!(
                     out,
                     "    <pVariable Name=\"{v}\">{}</pVariable>",
-                    Reg2(feature)
+                    RegNode(feature)
                 )?;
             }
             writeln!(
@@ -887,17 +887,17 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
             writeln!(
                 out,
                 "    <pVariable Name=\"A\">{}</pVariable>\n    <pVariable Name=\"B\">{}</pVariable>\n    <Formula>A-B</Formula>\n  </IntSwissKnife>",
-                Reg2(a),
-                Reg2(b)
+                RegNode(a),
+                RegNode(b)
             )
         }
     }
 }
 
 /// `NameReg`: the register node of a feature.
-struct Reg2<'a>(&'a str);
+struct RegNode<'a>(&'a str);
 
-impl fmt::Display for Reg2<'_> {
+impl fmt::Display for RegNode<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}Reg", self.0)
     }
