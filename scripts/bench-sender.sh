@@ -17,13 +17,13 @@ for run in $(seq "$RUNS"); do
   target/release/examples/udp_blast gso 2 | sed 's/^/plain-udp /'
   for mode in gso no-gso; do
     flag=""; [[ $mode == no-gso ]] && flag="--no-gso"
-    target/release/rdmacam run --ip 127.0.0.1 --transport udp --gvcp-port 39570 \
-        --roce-port 47920 --host-roce-port 47921 --width 1920 --height 1080 --fps 1000 \
+    target/release/rdmacam run --ip 127.0.0.1 --transport udp --gvcp-port 29570 \
+        --roce-port 29820 --host-roce-port 29821 --width 1920 --height 1080 --fps 1000 \
         $flag 2>/dev/null &
     cam=$!
     sleep 0.5
-    json=$(target/release/rdmacam-host --camera 127.0.0.1 --local 127.0.0.1 --gvcp-port 39570 \
-        --rx-port 47921 --camera-rx-port 47920 --frames "$FRAMES" --json 2>/dev/null | tail -1)
+    json=$(target/release/rdmacam-host --camera 127.0.0.1 --local 127.0.0.1 --gvcp-port 29570 \
+        --rx-port 29821 --camera-rx-port 29820 --frames "$FRAMES" --json 2>/dev/null | tail -1)
     read -r ut st < <(awk '{print $14, $15}' "/proc/$cam/stat")
     kill "$cam"; wait "$cam" 2>/dev/null || true
     python3 - "$mode" "$json" "$ut" "$st" "$TCK" <<'PY'

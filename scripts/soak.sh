@@ -10,14 +10,14 @@ cd "$(dirname "$0")/.."
 SECS=${1:-600}
 BIN=target/release
 OUT=$(mktemp -d)
-"$BIN/rdmacam" run --transport udp --ip 127.0.0.31 --gvcp-port 39631 --roce-port 47951 \
-    --host-roce-port 47952 --fps 1000 --duration $((SECS + 60)) 2>"$OUT/camera.log" &
+"$BIN/rdmacam" run --transport udp --ip 127.0.0.31 --gvcp-port 29631 --roce-port 29851 \
+    --host-roce-port 29852 --fps 1000 --duration $((SECS + 60)) 2>"$OUT/camera.log" &
 cam=$!
 sleep 0.5
 timeout $((SECS + 30)) sh -c 'while :; do :; done' &
 hog=$!
-"$BIN/rdmacam-host" --camera 127.0.0.31 --local 127.0.0.1 --gvcp-port 39631 \
-    --camera-rx-port 47951 --rx-port 47952 --fps 1000 --duration "$SECS" --json \
+"$BIN/rdmacam-host" --camera 127.0.0.31 --local 127.0.0.1 --gvcp-port 29631 \
+    --camera-rx-port 29851 --rx-port 29852 --fps 1000 --duration "$SECS" --json \
     >"$OUT/host.json" 2>"$OUT/host.err" &
 host=$!
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }

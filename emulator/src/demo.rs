@@ -1,8 +1,9 @@
 //! `rdmacam demo`: a virtual camera and the reference host on loopback, streaming ORSP (RoCEv2
 //! RDMA WRITEs over UDP sockets) with every frame checked. No root, no RDMA hardware.
 //!
-//! Ports (chosen to stay clear of real cameras on 3956 and RDMA NICs on 4791): GVCP 39560,
-//! camera RoCEv2 47910, host RoCEv2 47911, all on 127.0.0.1.
+//! Ports (chosen to stay clear of real cameras on 3956 and RDMA NICs on 4791, and below Linux's
+//! ephemeral range 32768-60999, where any socket bound to port 0 may hold them): GVCP 29560,
+//! camera RoCEv2 29791, host RoCEv2 29792, all on 127.0.0.1.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -17,11 +18,11 @@ use rdmacam_protocol::gev::PixelFormat;
 use crate::run::{CameraSummary, RunOptions, run};
 
 /// GVCP port of the demo camera.
-pub const DEMO_GVCP_PORT: u16 = 39560;
+pub const DEMO_GVCP_PORT: u16 = 29560;
 /// RoCEv2 port of the demo camera.
-pub const DEMO_CAMERA_ROCE_PORT: u16 = 47910;
+pub const DEMO_CAMERA_ROCE_PORT: u16 = 29791;
 /// RoCEv2 port of the demo host.
-pub const DEMO_HOST_ROCE_PORT: u16 = 47911;
+pub const DEMO_HOST_ROCE_PORT: u16 = 29792;
 
 /// Demo settings.
 #[derive(Debug, Clone)]
