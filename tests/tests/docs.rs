@@ -19,3 +19,43 @@ fn virtual_camera_doc_describes_every_feature() {
         "docs/virtual-camera.md does not describe: {missing:?}"
     );
 }
+
+/// The LEADER example in docs/orsp-spec.md was written out by hand from the tables there; the
+/// camera's encoder must give exactly those bytes, so a host engineer building from the page
+/// builds what the camera sends.
+#[test]
+fn the_orsp_spec_leader_example_is_what_the_camera_sends() {
+    use rdmacam_protocol::gev::PixelFormat;
+    use rdmacam_protocol::gev::gvsp::ImageLeader;
+    use rdmacam_protocol::orsp::msg;
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/orsp-spec.md"),
+    )
+    .unwrap();
+    let start = doc.find("The LEADER of block 7").expect("the example");
+    let block = &doc[start..];
+    let block = &block[block.find("```\n").unwrap() + 4..];
+    let block = &block[..block.find("```").unwrap()];
+    let bytes: Vec<u8> = block
+        .lines()
+        .flat_map(|l| {
+            l.split_whitespace()
+                .take_while(|w| w.len() == 2 && u8::from_str_radix(w, 16).is_ok())
+                .map(|w| u8::from_str_radix(w, 16).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let leader = ImageLeader {
+        timestamp: 0x0102_0304_0506_0708,
+        pixel_format: PixelFormat::Mono8.pfnc(),
+        width: 1920,
+        height: 1080,
+        offset_x: 0,
+        offset_y: 0,
+        chunks: false,
+    };
+    let mut out = [0u8; 128];
+    let n = msg::emit_leader(&mut out, 12, 3, 2_073_600, 7, false, &leader).unwrap();
+    assert_eq!(bytes.len(), msg::LEADER_LEN, "the example has every byte");
+    assert_eq!(&out[..n], &bytes[..]);
+}
