@@ -6,12 +6,22 @@ use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::Result;
 use rdmacam_io::roce::RoceSocket;
+use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::rc::Instant;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
-use super::session::CameraFacts;
 use super::{HostOptions, HostTransport};
 use crate::host::{HostConfig, OrspHost};
+
+/// What the camera says about the stream before it starts.
+pub(super) struct CameraFacts {
+    /// Bytes of a frame's payload (image and, with chunks, chunk data): the buffer size.
+    pub payload: usize,
+    /// The test pattern frames are checked against.
+    pub pattern: Pattern,
+    /// The largest path MTU the camera takes.
+    pub pmtu: Pmtu,
+}
 
 /// Bytes of a frame the soft host compares between two receive batches: ~20 µs of work, so
 /// its ACKs never wait for a whole frame's check.

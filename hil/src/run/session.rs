@@ -19,7 +19,7 @@ use rdmacam_protocol::wire::pmtu::Pmtu;
 use super::camera_regs::{
     camera_gives_up, connect_registers, destroy_qp, inject, stall_cause, write_host_gid,
 };
-use super::plane::{CmConn, Plane};
+use super::plane::{CameraFacts, CmConn, Plane};
 use super::{HostOptions, HostTransport, StreamFailed};
 use crate::gvcp::GvcpClient;
 use crate::host::Summary;
@@ -36,16 +36,6 @@ pub(super) fn session(
     s.start()?;
     s.stream(stop)?;
     s.finish()
-}
-
-/// What the camera says about the stream before it starts.
-pub(super) struct CameraFacts {
-    /// Bytes of a frame's payload (image and, with chunks, chunk data): the buffer size.
-    pub payload: usize,
-    /// The test pattern frames are checked against.
-    pub pattern: Pattern,
-    /// The largest path MTU the camera takes.
-    pub pmtu: Pmtu,
 }
 
 /// Chunk mode and the frame rate as the options ask; what the camera offers (ORSP version,
@@ -256,21 +246,13 @@ impl<'a> Session<'a> {
         if let Err(cause) = r {
             progress.abandon();
             let retransmitted = self.camera_retransmitted();
-            let s = self.plane.stats();
-            let seconds = self.start.elapsed().as_secs_f64();
-            let summary = Summary {
-                frames_expected: self.o.frames.unwrap_or(0),
-                frames_received: s.good + s.bad,
-                frames_bad: s.bad,
-                frames_dropped: s.dropped,
-                bytes_received: s.bytes,
-                retransmitted_packets: u64::from(retransmitted),
-                gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
-                seconds,
-                frames_with_chunks: s.chunk_frames,
-                reconnects: 0,
-                host_roce: self.plane.host_roce(),
-            };
+            let dropped = self.plane.stats().dropped;
+            let summary = self.summary(
+                self.o.frames.unwrap_or(0),
+                dropped,
+                retransmitted,
+                self.seconds(),
+            );
             return Err(anyhow::Error::new(StreamFailed { summary, cause }));
         }
         progress.finish(self.plane.stats().good + self.plane.stats().bad);
@@ -394,7 +376,7 @@ impl<'a> Session<'a> {
 
     /// Settle the last ACKs, disconnect, give control back, write the latency log, summarise.
     fn finish(mut self) -> Result<Summary> {
-        let seconds = self.start.elapsed().as_secs_f64();
+        let seconds = self.seconds();
         for _ in 0..20 {
             self.plane.pump()?;
             std::thread::sleep(Duration::from_millis(1));
@@ -413,11 +395,28 @@ impl<'a> Session<'a> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
-        Ok(Summary {
-            frames_expected: self.o.frames.unwrap_or(last_block),
+        let dropped = u64::from(camera_dropped).max(s.dropped);
+        Ok(self.summary(
+            self.o.frames.unwrap_or(last_block),
+            dropped,
+            retransmitted,
+            seconds,
+        ))
+    }
+
+    /// Seconds since acquisition started.
+    fn seconds(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// What arrived, for the summary: the host's counts, the camera's retransmissions.
+    fn summary(&self, expected: u64, dropped: u64, retransmitted: u32, seconds: f64) -> Summary {
+        let s = self.plane.stats();
+        Summary {
+            frames_expected: expected,
             frames_received: s.good + s.bad,
             frames_bad: s.bad,
-            frames_dropped: u64::from(camera_dropped).max(s.dropped),
+            frames_dropped: dropped,
             bytes_received: s.bytes,
             retransmitted_packets: u64::from(retransmitted),
             gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
@@ -425,7 +424,7 @@ impl<'a> Session<'a> {
             frames_with_chunks: s.chunk_frames,
             reconnects: 0,
             host_roce: self.plane.host_roce(),
-        })
+        }
     }
 
     /// End the ORSP connection the way it was made: `rdma_disconnect()` (DREQ; the camera
