@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Every figure of the performance issue in one sitting, as `name=value` lines.
+
+    scripts/perf-ratios.sh [--bin DIR] [--ab OLD_DIR] [--runs N] [--only SECTION,...]
+
+DIR holds the release binaries (`rdmacam`, `rdmacam-host`, `examples/udp_blast`; default
+target/release). With --ab OLD_DIR each measurement runs for both builds in turn, interleaved,
+so both see the same machine; the old build's figures are printed with the suffix `_old`.
+
+Sections (all by default):
+  sender   the camera's sender against a plain UDP GSO sender (io/examples/udp_blast.rs) of
+           the same 4112-byte datagrams: 300 frames of 1920x1080 Mono8 at --fps 1000 over
+           loopback into rdmacam-host; rate and CPU per GB as ratios, per run, median; and the
+           camera's retransmissions on this lossless link (summed over the runs)
+  busy     the same camera runs while a busy loop holds one core: retransmissions (summed)
+  latency  TRAILER leaving the camera to the host seeing it, p99 over 300 frames at 100 fps and
+           flat out (--fps 1000), from both sides' --latency-log on CLOCK_MONOTONIC
+  goodput  rdmacam demo at 0, 1 and 5 % loss (both directions), seeds 1-5 interleaved: the
+           lossy medians as ratios of the lossless one
+  gvsp     aravis's fake camera and rdmacam (GVSP, its default one datagram per packet) into
+           the same aravis host (arv-camera-test-0.8), 2048x2048 Mono8 at up to 100 fps, 10 s:
+           frames per second and camera CPU per frame as rdmacam / aravis
+  rig      --cameras 1, 2 and 4 from one process, each into its own rdmacam-host: aggregate
+           Gbit/s (rig_gbit_N)
+
+Timings stay out of tests; docs/BENCHMARKS.md keeps the tables with dates and the machine.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TCK = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# fixed ports below Linux's ephemeral range (32768-60999)
+GVCP, CAM_ROCE, HOST_ROCE = 29580, 29880, 29881
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TCK
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def camera(bindir, args, ip="127.0.0.1"):
+    cmd = [f"{bindir}/rdmacam", "run", "--ip", ip, "--transport", "udp", "--gvcp-port", str(GVCP),
+           "--roce-port", str(CAM_ROCE), "--host-roce-port", str(HOST_ROCE), "--duration", "120"]
+    p = subprocess.Popen(cmd + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return p
+
+
+def host(bindir, frames, args=(), ip="127.0.0.1"):
+    cmd = [f"{bindir}/rdmacam-host", "--camera", ip, "--local", "127.0.0.1", "--gvcp-port",
+           str(GVCP), "--rx-port", str(HOST_ROCE), "--camera-rx-port", str(CAM_ROCE), "--frames",
+           str(frames), "--json", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=()):
+    """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s."""
+    cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps), *cam_args])
+    try:
+        c0 = cpu_s(cam.pid)
+        j = host(bindir, frames, host_args)
+        c1 = cpu_s(cam.pid)
+    finally:
+        stop(cam)
+    return j, c1 - c0
+
+
+def udp_blast(bindir):
+    out = subprocess.run([f"{bindir}/examples/udp_blast", "gso", "2"], capture_output=True,
+                         text=True, timeout=120).stdout
+    m = dict(re.findall(r"(\w+)=([\d.]+)", out))
+    return float(m["gbit_per_s"]), float(m["sender_cpu_s_per_GB"])
+
+
+class Sitting:
+    def __init__(self, builds, runs):
+        self.builds = builds  # [(suffix, bindir)]
+        self.runs = runs
+        self.figures = []
+
+    def put(self, name, value, suffix):
+        line = f"{name}{suffix}={value}"
+        self.figures.append(line)
+        print(line, flush=True)
+
+    def sender(self):
+        rate = {s: [] for s, _ in self.builds}
+        cpu = {s: [] for s, _ in self.builds}
+        retx = {s: 0 for s, _ in self.builds}
+        for _ in range(self.runs):
+            for s, b in self.builds:
+                ref_gbit, ref_cpu = udp_blast(b)
+                j, c = camera_into_host(b)
+                gb = j["bytes_received"] / 1e9
+                rate[s].append(j["gbit_per_s"] / ref_gbit)
+                cpu[s].append((c / gb) / ref_cpu)
+                retx[s] += j["retransmitted_packets"]
+                print(f"# sender{s}: plain {ref_gbit:.2f} Gbit/s {ref_cpu:.3f} s/GB; camera "
+                      f"{j['gbit_per_s']:.2f} Gbit/s {c / gb:.3f} s/GB, "
+                      f"{j['retransmitted_packets']} retransmitted, {j['frames_bad']} bad",
+                      flush=True)
+        for s, _ in self.builds:
+            self.put("sender_rate_ratio", f"{median(rate[s]):.2f}", s)
+            self.put("sender_cpu_ratio", f"{median(cpu[s]):.2f}", s)
+            self.put("lossless_retransmitted", retx[s], s)
+
+    def busy(self):
+        retx = {s: 0 for s, _ in self.builds}
+        spin = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+        try:
+            for _ in range(self.runs):
+                for s, b in self.builds:
+                    j, _ = camera_into_host(b)
+                    retx[s] += j["retransmitted_packets"]
+                    print(f"# busy{s}: {j['gbit_per_s']:.2f} Gbit/s, "
+                          f"{j['retransmitted_packets']} retransmitted", flush=True)
+        finally:
+            spin.kill()
+            spin.wait()
+        for s, _ in self.builds:
+            self.put("busy_lossless_retransmitted", retx[s], s)
+
+    def latency(self):
+        for fps, name in [(100, "latency_p99_us_100fps"), (1000, "latency_p99_us_flat")]:
+            p99 = {s: [] for s, _ in self.builds}
+            for _ in range(self.runs):
+                for s, b in self.builds:
+                    with tempfile.TemporaryDirectory() as d:
+                        cam_log, host_log = f"{d}/cam.csv", f"{d}/host.csv"
+                        camera_into_host(b, 300, fps, ["--latency-log", cam_log],
+                                         ["--latency-log", host_log])
+                        time.sleep(0.2)
+                        p99[s].append(latency_p99(cam_log, host_log))
+            for s, _ in self.builds:
+                self.put(name, f"{median(p99[s]):.1f}", s)
+
+    def goodput(self):
+        g = {(s, loss): [] for s, _ in self.builds for loss in (0, 0.01, 0.05)}
+        for seed in range(1, 6):
+            for loss in (0, 0.01, 0.05):
+                for s, b in self.builds:
+                    out = subprocess.run(
+                        [f"{b}/rdmacam", "demo", "--frames", "100", "--fps", "1000", "--loss",
+                         str(loss), "--seed", str(seed), "--json"],
+                        capture_output=True, text=True, timeout=300).stdout
+                    g[(s, loss)].append(json.loads(out.strip().splitlines()[-1])["gbit_per_s"])
+        for s, _ in self.builds:
+            m0 = median(g[(s, 0)])
+            print(f"# goodput{s}: lossless {m0:.2f} Gbit/s, 1 % {median(g[(s, 0.01)]):.2f}, "
+                  f"5 % {median(g[(s, 0.05)]):.2f}", flush=True)
+            self.put("goodput_ratio_1pct", f"{median(g[(s, 0.01)]) / m0:.2f}", s)
+            self.put("goodput_ratio_5pct", f"{median(g[(s, 0.05)]) / m0:.2f}", s)
+
+    def gvsp(self):
+        fps = {s: [] for s, _ in self.builds}
+        cpu = {s: [] for s, _ in self.builds}
+        for _ in range(self.runs):
+            ref = aravis_host(["arv-fake-gv-camera-0.8", "-i", "127.0.0.1"])
+            for s, b in self.builds:
+                mine = aravis_host([f"{b}/rdmacam", "run", "--ip", "127.0.0.1", "--width", "2048",
+                                    "--height", "2048", "--fps", "100", "--link-mbps", "10000"])
+                fps[s].append(mine[0] / ref[0])
+                cpu[s].append(mine[1] / ref[1])
+                print(f"# gvsp{s}: aravis fake {ref[0]:.1f} fps {1000 * ref[1]:.2f} ms/frame; "
+                      f"rdmacam {mine[0]:.1f} fps {1000 * mine[1]:.2f} ms/frame", flush=True)
+        for s, _ in self.builds:
+            self.put("gvsp_fps_ratio", f"{median(fps[s]):.2f}", s)
+            self.put("gvsp_cpu_ratio", f"{median(cpu[s]):.2f}", s)
+
+    def rig(self):
+        for n in (1, 2, 4):
+            gbit = {s: [] for s, _ in self.builds}
+            for _ in range(self.runs):
+                for s, b in self.builds:
+                    gbit[s].append(rig_gbit(b, n))
+            for s, _ in self.builds:
+                self.put(f"rig_gbit_{n}", f"{median(gbit[s]):.2f}", s)
+
+
+def latency_p99(cam_log, host_log):
+    def load(p):
+        with open(p) as f:
+            return {int(b): int(t) for b, t in (l.split(",") for l in f.read().split()[1:])}
+    sent, seen = load(cam_log), load(host_log)
+    lat = sorted((seen[b] - sent[b]) / 1000 for b in seen if b in sent)
+    return lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
+
+
+def aravis_host(camera_cmd):
+    """The aravis host against a camera on 127.0.0.1: (frames per second, camera CPU s/frame)."""
+    cam = subprocess.Popen(camera_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        c0 = cpu_s(cam.pid)
+        out = subprocess.run(
+            ["arv-camera-test-0.8", "-n", "127.0.0.1", "-a", "--duration=10", "-w", "2048",
+             "-h", "2048", "-f", "100"], capture_output=True, text=True, timeout=40).stdout
+        c1 = cpu_s(cam.pid)
+    finally:
+        stop(cam)
+    rates = [float(x) for x in re.findall(r"(\d+) frames/s", out)]
+    done = re.findall(r"n_completed_buffers\s*=\s*(\d+)", out)
+    frames = int(done[-1]) if done else 0
+    return median(rates) if rates else 0.0, (c1 - c0) / max(frames, 1)
+
+
+def rig_gbit(bindir, n):
+    cam = subprocess.Popen(
+        [f"{bindir}/rdmacam", "run", "--transport", "udp", "--ip", "127.0.1.1", "--cameras",
+         str(n), "--serial", "BENCH", "--fps", "1000", "--duration", "120"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        t0 = time.time()
+        hosts = [subprocess.Popen(
+            [f"{bindir}/rdmacam-host", "--camera", f"127.0.1.{k}", "--local", f"127.0.2.{k}",
+             "--frames", "200", "--json", "--reconnect", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for k in range(1, n + 1)]
+        total = 0
+        for h in hosts:
+            out, _ = h.communicate(timeout=120)
+            total += json.loads(out.strip().splitlines()[-1])["bytes_received"]
+        secs = time.time() - t0
+    finally:
+        stop(cam)
+    return total * 8 / secs / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=f"{ROOT}/target/release")
+    ap.add_argument("--ab", help="an older build's binaries, measured in the same sitting")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", default="sender,busy,latency,goodput,gvsp,rig")
+    a = ap.parse_args()
+    builds = [("", a.bin)] + ([("_old", a.ab)] if a.ab else [])
+    s = Sitting(builds, a.runs)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} {cpu_model()}, {os.cpu_count()} CPUs; "
+          f"runs {a.runs}; " + ", ".join(f"{b}{x}" for x, b in builds), flush=True)
+    for section in a.only.split(","):
+        getattr(s, section)()
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        m = re.search(r"model name\s*:\s*(.*)", f.read())
+    return m.group(1) if m else "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
