@@ -10,7 +10,8 @@ so both see the same machine; the old build's figures are printed with the suffi
 Sections (all by default):
   sender   the camera's sender against a plain UDP GSO sender (io/examples/udp_blast.rs) of
            the same 4112-byte datagrams: 300 frames of 1920x1080 Mono8 at --fps 1000 over
-           loopback into rdmacam-host; rate and CPU per GB as ratios, per run, median; and the
+           loopback into rdmacam-host, the camera at --link-mbps 100000 (its pacing above
+           what loopback carries, as in the demo; the plain sender is not paced); rate and CPU per GB as ratios, per run, median; and the
            camera's retransmissions on this lossless link (summed over the runs)
   busy     the same camera runs while a busy loop holds one core: retransmissions (summed)
   latency  TRAILER leaving the camera to the host seeing it, p99 over 300 frames at 100 fps and
@@ -79,7 +80,9 @@ def stop(p):
 
 def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=()):
     """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s."""
-    cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps), *cam_args])
+    # loopback is no 10G link: pace only above what it carries, as the demo does
+    cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps),
+                          "--link-mbps", "100000", *cam_args])
     try:
         c0 = cpu_s(cam.pid)
         j = host(bindir, frames, host_args)

@@ -7,8 +7,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use rdmacam_protocol::device::frame::FrameSource;
 use rdmacam_protocol::device::frame::{Frame, FrameSpec, Pattern};
-use rdmacam_protocol::device::pattern;
+use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::orsp::msg::{self, Descriptor, DeviceMessage, Hello};
 use rdmacam_protocol::rc::{
@@ -155,6 +156,10 @@ pub struct HostCore {
     leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
     stats: Stats,
     scratch: Vec<u8>,
+    /// The synthetic frame `expected_bytes` holds: the next frame of a static pattern needs
+    /// only its counter rewritten ([`FrameSource::refresh`]), not every byte generated again.
+    expected: Option<Frame>,
+    expected_bytes: Vec<u8>,
     images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>,
     /// The image the last good replayed frame was.
     last_image: Option<usize>,
@@ -204,12 +209,12 @@ impl HostCore {
     /// finished (good or bad, counted in the stats), to re-queue.
     pub fn verify(&mut self, frames: &[u8]) -> Option<u32> {
         let slice = self.check_slice.unwrap_or(usize::MAX);
-        let c = self.pending.front_mut()?;
+        let c = *self.pending.front()?;
+        self.expect(&c.frame);
         let n = slice.min(c.size - c.done);
         let at = c.start + c.done;
-        self.scratch.resize(n, 0);
-        pattern::fill(self.cfg.seed, &c.frame, c.done, &mut self.scratch);
-        let same = frames[at..at + n] == self.scratch[..];
+        let same = frames[at..at + n] == self.expected_bytes[c.done..c.done + n];
+        let c = self.pending.front_mut().expect("front exists");
         c.done += n;
         if same && c.done < c.size {
             return None;
@@ -217,6 +222,26 @@ impl HostCore {
         let c = self.pending.pop_front().expect("front exists");
         self.count(same);
         Some(c.buffer_id)
+    }
+
+    /// Make `expected_bytes` the image of `frame`: refreshed from the frame held (a static
+    /// pattern's next frame differs in its counter only), else generated whole.
+    fn expect(&mut self, frame: &Frame) {
+        if self.expected == Some(*frame) {
+            return;
+        }
+        let src = SyntheticSource::new(self.cfg.seed);
+        let size = frame.image_size();
+        match self.expected {
+            Some(held) if held.image_size() == size && self.expected_bytes.len() == size => {
+                src.refresh(&held, frame, &mut self.expected_bytes)
+            }
+            _ => {
+                self.expected_bytes.resize(size, 0);
+                src.read(frame, 0, &mut self.expected_bytes);
+            }
+        }
+        self.expected = Some(*frame);
     }
 
     fn count(&mut self, good: bool) {
@@ -244,6 +269,8 @@ impl HostCore {
             last_image: None,
             stats: Stats::default(),
             scratch: Vec::new(),
+            expected: None,
+            expected_bytes: Vec::new(),
             pending: std::collections::VecDeque::new(),
             check_slice: None,
         }
@@ -839,6 +866,7 @@ mod bounded {
 mod deferred {
     use super::*;
     use rdmacam_protocol::device::chunks::Chunks;
+    use rdmacam_protocol::device::pattern;
     use rdmacam_protocol::gev::gvsp::{ImageLeader, ImageTrailer};
 
     const W: u32 = 320;

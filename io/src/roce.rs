@@ -34,14 +34,107 @@ pub struct RoceSocket {
     capture: Option<Capture>,
     tos: u8,
     gso_ok: bool,
-    /// Control-message space for `recvmsg` (the received TOS), kept so receiving allocates
-    /// nothing.
-    cmsg: Vec<u8>,
     icrc: IcrcCheck,
     /// Packets dropped on purpose (`--loss`).
     pub dropped: u64,
     /// Received packets discarded for a bad ICRC.
     pub icrc_drops: u64,
+    /// Received datagrams larger than [`RECV_SLOT`], skipped by [`RoceSocket::recv_batch`].
+    pub oversized: u64,
+}
+
+/// Datagrams one [`RoceSocket::recv_batch`] takes at most.
+pub const RECV_BATCH: usize = 32;
+/// Bytes of a receive slot: a RoCEv2 packet at PMTU 4096 with every header fits.
+pub const RECV_SLOT: usize = 4224;
+
+/// Receive slots for [`RoceSocket::recv_batch`], kept between calls so receiving allocates
+/// nothing.
+pub struct RecvBatch {
+    slots: Box<[[u8; RECV_SLOT]; RECV_BATCH]>,
+    lens: [usize; RECV_BATCH],
+    srcs: [IpAddr; RECV_BATCH],
+    ecn: [u8; RECV_BATCH],
+    n: usize,
+}
+
+/// Control-message space for one received datagram's TOS / traffic class.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Cmsg([u8; 32]);
+
+/// The IPv4 TOS or IPv6 traffic class a received message's control data carries (0 without).
+///
+/// # Safety
+/// `h.msg_control` points at `h.msg_controllen` bytes the kernel filled in.
+unsafe fn tos_of(h: &libc::msghdr) -> u8 {
+    // SAFETY: the caller's promise; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            if (level == libc::IPPROTO_IP && kind == libc::IP_TOS)
+                || (level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS)
+            {
+                let data = libc::CMSG_DATA(c);
+                return if kind == libc::IP_TOS {
+                    *data
+                } else {
+                    std::ptr::read_unaligned(data.cast::<libc::c_int>()) as u8
+                };
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+        0
+    }
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        RecvBatch {
+            slots: Box::new([[0; RECV_SLOT]; RECV_BATCH]),
+            lens: [0; RECV_BATCH],
+            srcs: [IpAddr::V4(Ipv4Addr::UNSPECIFIED); RECV_BATCH],
+            ecn: [0; RECV_BATCH],
+            n: 0,
+        }
+    }
+}
+
+impl RecvBatch {
+    /// The datagrams of the last receive: (source IP, the InfiniBand part BTH..ICRC).
+    pub fn datagrams(&self) -> impl Iterator<Item = (IpAddr, &[u8])> {
+        (0..self.n).map(|i| (self.srcs[i], &self.slots[i][..self.lens[i]]))
+    }
+
+    /// The datagrams of the last receive with the ECN bits of their IP header: (source IP,
+    /// ECN, the InfiniBand part BTH..ICRC).
+    pub fn datagrams_ecn(&self) -> impl Iterator<Item = (IpAddr, u8, &[u8])> {
+        (0..self.n).map(|i| (self.srcs[i], self.ecn[i], &self.slots[i][..self.lens[i]]))
+    }
+}
+
+/// The address in a `sockaddr_storage` the kernel filled in (IPv4 or IPv6).
+fn sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(s.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a: &libc::sockaddr_in = unsafe { &*(s as *const libc::sockaddr_storage).cast() };
+            Some(SocketAddr::from((
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a: &libc::sockaddr_in6 = unsafe { &*(s as *const libc::sockaddr_storage).cast() };
+            Some(SocketAddr::from((
+                std::net::Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+            )))
+        }
+        _ => None,
+    }
 }
 
 impl std::fmt::Debug for RoceSocket {
@@ -99,6 +192,9 @@ impl RoceSocket {
         }
         rx.set_nonblocking(true)?;
         let tx_port = tx.local_addr()?.port();
+        // the port bound, when the caller asked for any (0): received packets' ICRCs and the
+        // capture's rebuilt headers name it
+        let rx_port = rx.local_addr()?.port();
         Ok(RoceSocket {
             rx,
             rx_port,
@@ -110,10 +206,10 @@ impl RoceSocket {
             capture: None,
             tos: 0,
             gso_ok: true,
-            cmsg: nix::cmsg_space!(libc::c_int),
             icrc: IcrcCheck::default(),
             dropped: 0,
             icrc_drops: 0,
+            oversized: 0,
         })
     }
 
@@ -137,6 +233,11 @@ impl RoceSocket {
             t0: StdInstant::now(),
         });
         Ok(())
+    }
+
+    /// The local address the socket is bound to (the destination of what it receives).
+    pub fn local(&self) -> IpAddr {
+        self.local
     }
 
     /// The port packets leave from when they do not name one (`Path::src_port` 0 means the
@@ -360,44 +461,90 @@ impl RoceSocket {
         }
     }
 
-    /// A received packet with the ECN bits of its IP header: (source IP, destination IP, ECN,
-    /// the InfiniBand part BTH..ICRC).
-    pub fn recv_ecn<'a>(&mut self, buf: &'a mut [u8]) -> Option<(IpAddr, IpAddr, u8, &'a [u8])> {
-        use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
-        let dst = SocketAddr::new(self.local, self.rx_port);
-        let (n, src, tos) = loop {
-            let mut iov = [std::io::IoSliceMut::new(buf)];
-            let m = recvmsg::<SockaddrStorage>(
+    /// Receive up to [`RECV_BATCH`] datagrams in one `recvmmsg(2)`, without waiting; returns
+    /// how many the kernel handed over (0 when none was queued; [`RECV_BATCH`] when more may
+    /// wait). A datagram larger than [`RECV_SLOT`] bytes (no RoCEv2 packet is: PMTU 4096 plus
+    /// headers) is counted in `oversized` and skipped. Each datagram's ECN bits come with it.
+    pub fn recv_batch(&mut self, batch: &mut RecvBatch) -> usize {
+        self.recv_batch_inner(batch, false)
+    }
+
+    /// [`recv_batch`](Self::recv_batch) with the ICRC of each datagram checked against the IP
+    /// and UDP headers it must have had ([`IcrcCheck`]): a bad one is discarded and counted in
+    /// `icrc_drops`, as a RoCE NIC does.
+    pub fn recv_checked_batch(&mut self, batch: &mut RecvBatch) -> usize {
+        self.recv_batch_inner(batch, true)
+    }
+
+    fn recv_batch_inner(&mut self, batch: &mut RecvBatch, check: bool) -> usize {
+        batch.n = 0;
+        // SAFETY: an all-zero sockaddr_storage is a valid (unspecified) address.
+        let mut names: [libc::sockaddr_storage; RECV_BATCH] = unsafe { std::mem::zeroed() };
+        let mut iov: [libc::iovec; RECV_BATCH] = core::array::from_fn(|i| libc::iovec {
+            iov_base: batch.slots[i].as_mut_ptr().cast(),
+            iov_len: RECV_SLOT,
+        });
+        let mut control = [Cmsg([0; 32]); RECV_BATCH];
+        // SAFETY: all-zero mmsghdrs are valid "no name, no data" headers; every pointer set
+        // below refers to `names`, `iov`, `control` and the batch's slots, alive for the call.
+        let mut msgs: [libc::mmsghdr; RECV_BATCH] = unsafe { std::mem::zeroed() };
+        for (i, m) in msgs.iter_mut().enumerate() {
+            m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            m.msg_hdr.msg_iov = &mut iov[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = control[i].0.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = control[i].0.len();
+        }
+        // SAFETY: `msgs` holds RECV_BATCH initialised headers as described above.
+        let r = unsafe {
+            libc::recvmmsg(
                 self.rx.as_raw_fd(),
-                &mut iov,
-                Some(&mut self.cmsg),
-                MsgFlags::MSG_DONTWAIT,
+                msgs.as_mut_ptr(),
+                RECV_BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
             )
-            .ok()?;
-            let mut tos = 0u8;
-            for c in m.cmsgs().ok()? {
-                match c {
-                    ControlMessageOwned::Ipv4Tos(t) => tos = t,
-                    ControlMessageOwned::Ipv6TClass(t) => tos = t as u8,
-                    _ => {}
-                }
-            }
-            let src = m.address.and_then(|a: SockaddrStorage| {
-                a.as_sockaddr_in()
-                    .map(|s| SocketAddr::from(std::net::SocketAddrV4::from(*s)))
-                    .or(a
-                        .as_sockaddr_in6()
-                        .map(|s| SocketAddr::from(std::net::SocketAddrV6::from(*s))))
-            })?;
-            let n = m.bytes;
-            self.capture_received(src, &buf[..n]);
-            // a packet with a bad ICRC is discarded, as a RoCE NIC does
-            if self.icrc.ok(src, dst, &buf[..n]) {
-                break (n, src, tos);
-            }
-            self.icrc_drops += 1;
         };
-        Some((src.ip(), self.local, tos & 3, &buf[..n]))
+        if r <= 0 {
+            return 0;
+        }
+        let dst = SocketAddr::new(self.local, self.rx_port);
+        for (i, m) in msgs[..r as usize].iter().enumerate() {
+            let Some(src) = sockaddr(&names[i]) else {
+                continue;
+            };
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                self.oversized += 1;
+                continue;
+            }
+            let len = m.msg_len as usize;
+            let k = batch.n;
+            if k != i {
+                batch.slots.copy_within(i..i + 1, k);
+            }
+            if let Some(c) = self.capture.as_mut() {
+                let p = reconstruct(
+                    src.ip(),
+                    src.port(),
+                    self.local,
+                    self.rx_port,
+                    &batch.slots[k][..len],
+                );
+                c.write(&p, Some(RECONSTRUCTED));
+            }
+            if check && !self.icrc.ok(src, dst, &batch.slots[k][..len]) {
+                self.icrc_drops += 1;
+                continue;
+            }
+            batch.lens[k] = len;
+            batch.srcs[k] = src.ip();
+            // SAFETY: the kernel wrote msg_controllen bytes of control messages into
+            // `control[i]`, which the header still points at.
+            batch.ecn[k] = unsafe { tos_of(&m.msg_hdr) } & 3;
+            batch.n += 1;
+        }
+        r as usize
     }
 
     /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
@@ -425,5 +572,82 @@ mod tests {
         // a rebind to the QP's entropy port keeps it
         s.rebind_tx(0).unwrap();
         assert_eq!(socket2::SockRef::from(&s.tx).tos().unwrap(), 0xb8);
+    }
+
+    #[test]
+    fn a_batch_receive_takes_every_queued_datagram_and_skips_an_oversized_one() {
+        let mut s = RoceSocket::bind(IpAddr::V4(Ipv4Addr::LOCALHOST), 0, 0, 0.0, 1).unwrap();
+        let to = s.rx.local_addr().unwrap();
+        assert_eq!(s.rx_port, to.port());
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut b = RecvBatch::default();
+        assert_eq!(s.recv_batch(&mut b), 0, "nothing queued, no wait");
+        for i in 0..5u8 {
+            tx.send_to(&[i; 20], to).unwrap();
+        }
+        tx.send_to(&vec![9u8; RECV_SLOT + 1], to).unwrap();
+        tx.send_to(&[7u8; 1100], to).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(s.recv_batch(&mut b), 7);
+        let got: Vec<(IpAddr, Vec<u8>)> = b.datagrams().map(|(a, d)| (a, d.to_vec())).collect();
+        assert_eq!(got.len(), 6);
+        for (i, (src, d)) in got.iter().take(5).enumerate() {
+            assert_eq!(*src, IpAddr::V4(Ipv4Addr::LOCALHOST));
+            assert_eq!(d, &vec![i as u8; 20]);
+        }
+        assert_eq!(got[5].1, vec![7u8; 1100]);
+        assert_eq!(s.oversized, 1);
+    }
+
+    #[test]
+    fn a_checked_batch_keeps_good_icrcs_drops_bad_ones_and_reads_the_ecn_bits() {
+        use rdmacam_protocol::rc::WorkRequest;
+        use rdmacam_protocol::rc::{Instant, Path, PayloadRef, Requester, RequesterConfig};
+        use rdmacam_protocol::wire::pmtu::MessageKind;
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let mut rx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
+        let mut tx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
+        let mut path = Path::new(lo, lo);
+        path.src_port = tx.tx_port();
+        path.dst_port = rx.rx.local_addr().unwrap().port();
+        let mut rq: Requester<4, 4> = Requester::new(RequesterConfig::new(0x22, 0x11, 7, path));
+        let wr = |id| WorkRequest {
+            wr_id: id,
+            kind: MessageKind::Send,
+            payload: PayloadRef {
+                handle: 0,
+                offset: 0,
+            },
+            len: 64,
+            remote_va: 0,
+            rkey: 0,
+            imm: 0,
+            solicited: false,
+        };
+        let data = [vec![0xabu8; 64]];
+        let mut packets = Vec::new();
+        for id in 0..2 {
+            rq.post(wr(id)).unwrap();
+            let p = rq.poll_transmit(Instant::ZERO, &data[..]).unwrap();
+            let mut b = vec![0u8; p.len()];
+            p.copy_to(&data[..], &mut b).unwrap();
+            packets.push(b);
+        }
+        packets[1][60] ^= 1; // a payload byte: the ICRC no longer covers it
+        tx.set_tos(0x03).unwrap(); // Congestion Experienced, as a switch marks it
+        tx.send(&packets[0]).unwrap();
+        tx.send(&packets[1]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut b = RecvBatch::default();
+        assert_eq!(rx.recv_checked_batch(&mut b), 2);
+        let got: Vec<(IpAddr, u8, Vec<u8>)> = b
+            .datagrams_ecn()
+            .map(|(a, e, d)| (a, e, d.to_vec()))
+            .collect();
+        assert_eq!(got.len(), 1, "the damaged packet is dropped");
+        assert_eq!(got[0].0, lo);
+        assert_eq!(got[0].1, 3, "ECN CE");
+        assert_eq!(got[0].2, packets[0][28..].to_vec());
+        assert_eq!(rx.icrc_drops, 1);
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result, bail};
 use rdmacam_io::gso::{GSO_MAX_SEGMENTS, TX_BATCH};
-use rdmacam_io::roce::RoceSocket;
+use rdmacam_io::roce::{RecvBatch, RoceSocket};
 use rdmacam_protocol::device::faults::FaultKind;
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
@@ -32,7 +32,7 @@ use crate::fault::FaultEngine;
 /// The camera's RoCEv2 socket and what its transmit paths keep between turns.
 struct RoceLink {
     socket: RoceSocket,
-    rx: Vec<u8>,
+    rx: RecvBatch,
     /// Packet buffers for `sendmmsg` batches (and the fault path's one packet).
     tx: Vec<Vec<u8>>,
     tx_len: [usize; TX_BATCH],
@@ -75,6 +75,29 @@ pub(super) struct CameraLoop {
     busy_poll: Duration,
     spin: SpinBackoff,
     last_busy: StdInstant,
+    /// What the last idle wait found readable, so the next turn need not ask again.
+    ready: Option<Ready>,
+}
+
+/// Which of the camera's sockets have something to read.
+#[derive(Debug, Clone, Copy)]
+struct Ready {
+    /// The GVCP socket and the broadcast listeners.
+    gvcp: bool,
+    /// The message channel's socket.
+    message: bool,
+    /// The RoCEv2 socket.
+    roce: bool,
+}
+
+impl Ready {
+    fn from(r: [bool; 5]) -> Self {
+        Ready {
+            gvcp: r[0] || r[1] || r[2],
+            message: r[3],
+            roce: r[4],
+        }
+    }
 }
 
 impl CameraLoop {
@@ -186,6 +209,7 @@ impl CameraLoop {
             tx: vec![0u8; 2048],
             spin: SpinBackoff::default(),
             last_busy: StdInstant::now(),
+            ready: None,
         };
         this.log_start();
         Ok(this)
@@ -204,7 +228,7 @@ impl CameraLoop {
         }
         Ok(RoceLink {
             socket,
-            rx: vec![0u8; 65536],
+            rx: RecvBatch::default(),
             tx: vec![vec![0u8; 9216]; TX_BATCH],
             tx_len: [0; TX_BATCH],
             gso_batch: Vec::with_capacity(GSO_MAX_SEGMENTS),
@@ -251,12 +275,16 @@ impl CameraLoop {
             self.stay_silent();
             return;
         }
-        let mut busy = self.serve_gvcp();
-        busy |= self.serve_message_channel();
+        let ready = match self.ready.take() {
+            Some(r) => r,
+            None => self.readiness(Duration::ZERO),
+        };
+        let mut busy = ready.gvcp && self.serve_gvcp();
+        busy |= self.serve_message_channel(ready.message);
         self.drive_line0();
         self.cam.handle_timeout(self.now());
         self.handle_events();
-        busy |= self.pump_roce();
+        busy |= self.pump_roce(ready.roce);
         busy |= self.pump_verbs();
         self.log_latency();
         busy |= self.send_gvsp();
@@ -264,6 +292,33 @@ impl CameraLoop {
             self.last_busy = StdInstant::now();
         } else {
             self.idle();
+        }
+    }
+
+    /// The camera's sockets, for one `ppoll`: GVCP, two broadcast listeners (the first again
+    /// when there is one only), the message channel, RoCEv2 (GVCP again without it).
+    fn fds(&self) -> [std::os::fd::BorrowedFd<'_>; 5] {
+        let c = self.control.as_fd();
+        let d0 = self.discovery[0].as_fd();
+        let d1 = self.discovery.get(1).map_or(d0, |d| d.as_fd());
+        let r = self.roce.as_ref().map_or(c, |r| r.socket.as_fd());
+        [c, d0, d1, self.message_sock.as_fd(), r]
+    }
+
+    /// Which sockets have something to read, waiting at most `wait` for one to.
+    fn readiness(&self, wait: Duration) -> Ready {
+        match rdmacam_io::poll::readable(self.fds(), wait) {
+            Ok(r) => Ready::from(r),
+            Err(e) => {
+                warn!("poll failed: {e}");
+                std::thread::sleep(wait);
+                // look at everything rather than miss a packet
+                Ready {
+                    gvcp: true,
+                    message: true,
+                    roce: true,
+                }
+            }
         }
     }
 
@@ -322,8 +377,12 @@ impl CameraLoop {
             }
         }
         if let Some(r) = self.roce.as_mut() {
-            while r.socket.recv(&mut r.rx).is_some() {
-                lost += 1;
+            loop {
+                let n = r.socket.recv_batch(&mut r.rx);
+                lost += n as u64;
+                if n < rdmacam_io::roce::RECV_BATCH {
+                    break;
+                }
             }
         }
         self.summary.silenced += lost;
@@ -378,22 +437,27 @@ impl CameraLoop {
         busy
     }
 
-    /// The message channel: acknowledges in, events (and their resends) out.
-    fn serve_message_channel(&mut self) -> bool {
-        let mut busy = false;
+    /// Hosts' acknowledges of events, until the message socket is empty; whether one came.
+    fn read_message_acks(&mut self) -> bool {
+        let mut any = false;
         loop {
             match self.message_sock.recv_from(&mut self.rx) {
                 Ok((n, _)) => {
-                    busy = true;
+                    any = true;
                     self.cam.device_mut().handle_message(&self.rx[..n]);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return any,
                 Err(e) => {
                     warn!("message channel receive failed: {e}");
-                    break;
+                    return any;
                 }
             }
         }
+    }
+
+    /// The message channel: acknowledges in (when `readable`), events (and their resends) out.
+    fn serve_message_channel(&mut self, readable: bool) -> bool {
+        let mut busy = readable && self.read_message_acks();
         let now = self.now();
         while let Some(m) = self.cam.device_mut().poll_message(now, &mut self.tx) {
             busy = true;
@@ -459,18 +523,26 @@ impl CameraLoop {
 
     /// RoCEv2 on the UDP socket: ACKs and host messages in, then packets out by the path the
     /// settings choose (GSO runs, packets through the fault engine, `sendmmsg` batches).
-    fn pump_roce(&mut self) -> bool {
+    fn pump_roce(&mut self, readable: bool) -> bool {
         let Some(r) = self.roce.as_mut() else {
             return false;
         };
         let now = || Instant::from_nanos(self.t0.elapsed().as_nanos() as u64);
         let mut busy = false;
-        for _ in 0..4096 {
-            let Some((src, dst, ib)) = r.socket.recv(&mut r.rx) else {
+        // what arrived, RECV_BATCH datagrams per system call, at most 4096
+        let local = r.socket.local();
+        for _ in 0..4096 / rdmacam_io::roce::RECV_BATCH {
+            if !readable {
                 break;
-            };
-            busy = true;
-            self.cam.handle_ib(now(), src, dst, 0, ib);
+            }
+            let n = r.socket.recv_batch(&mut r.rx);
+            for (src, ib) in r.rx.datagrams() {
+                self.cam.handle_ib(now(), src, local, 0, ib);
+            }
+            busy |= n > 0;
+            if n < rdmacam_io::roce::RECV_BATCH {
+                break;
+            }
         }
         let packet_faults = self.faults.packet_faults();
         if self.faults.stalled() {
@@ -644,18 +716,7 @@ impl CameraLoop {
         // small machine), and never sleep blind (an ACK would wait out the whole sleep). The
         // verbs transport's completions have no descriptor here and wait out the timeout.
         if !wait.is_zero() {
-            let c = self.control.as_fd();
-            let d0 = self.discovery[0].as_fd();
-            let d1 = self.discovery.get(1).map_or(d0, |d| d.as_fd());
-            let m = self.message_sock.as_fd();
-            let r = match self.roce.as_ref() {
-                Some(r) => rdmacam_io::poll::wait_readable([c, d0, d1, m, r.socket.as_fd()], wait),
-                None => rdmacam_io::poll::wait_readable([c, d0, d1, m], wait),
-            };
-            if let Err(e) = r {
-                warn!("poll failed: {e}");
-                std::thread::sleep(wait);
-            }
+            self.ready = Some(self.readiness(wait));
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::Result;
-use rdmacam_io::roce::RoceSocket;
+use rdmacam_io::roce::{RECV_BATCH, RecvBatch, RoceSocket};
 use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::rc::Instant;
 use rdmacam_protocol::wire::pmtu::Pmtu;
@@ -38,27 +38,34 @@ pub(super) fn pump(
     host: &mut OrspHost,
     roce: &mut RoceSocket,
     t0: StdInstant,
-    rx: &mut [u8],
+    rx: &mut RecvBatch,
     tx: &mut Vec<u8>,
 ) -> Result<bool> {
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut busy = false;
     let mut received = 0;
-    for i in 0..4096 {
-        let Some((src, dst, ecn, ib)) = roce.recv_ecn(rx) else {
-            break;
-        };
-        busy = true;
-        received += ib.len();
-        host.handle_ib(now(), src, dst, ecn, ib);
-        // Answer as a NIC would, not only when the socket is drained: a NAK at once (the camera
-        // goes back sooner, and what it sends again queues behind what is still to be read
-        // instead of arriving after the drain), ACKs every ACK_BATCH packets (the camera's
-        // window keeps moving, and its round-trip samples stay those of the path)
-        if host.nak_pending() || (i + 1) % ACK_BATCH == 0 {
-            while let Some(n) = host.poll_transmit(now(), tx) {
-                roce.send(&tx[..n])?;
+    let mut i = 0;
+    let dst = roce.local();
+    // up to 4096 packets, RECV_BATCH per system call, bad ICRCs dropped on the way
+    while i < 4096 {
+        let got = roce.recv_checked_batch(rx);
+        for (src, ecn, ib) in rx.datagrams_ecn() {
+            received += ib.len();
+            host.handle_ib(now(), src, dst, ecn, ib);
+            i += 1;
+            // Answer as a NIC would, not only when the socket is drained: a NAK at once (the
+            // camera goes back sooner, and what it sends again queues behind what is still to
+            // be read instead of arriving after the drain), ACKs every ACK_BATCH packets (the
+            // camera's window keeps moving, and its round-trip samples stay those of the path)
+            if host.nak_pending() || i % ACK_BATCH == 0 {
+                while let Some(n) = host.poll_transmit(now(), tx) {
+                    roce.send(&tx[..n])?;
+                }
             }
+        }
+        busy |= got > 0;
+        if got < RECV_BATCH {
+            break;
         }
     }
     host.handle_timeout(now());
@@ -93,7 +100,7 @@ pub(super) struct SoftPlane {
     pub(super) host: OrspHost,
     pub(super) roce: RoceSocket,
     t0: StdInstant,
-    rx: Vec<u8>,
+    rx: RecvBatch,
     tx: Vec<u8>,
     /// When a pump last moved a packet (busy-polling applies while the stream is flowing).
     active: StdInstant,
@@ -150,7 +157,7 @@ impl Plane {
                     host,
                     roce,
                     t0: StdInstant::now(),
-                    rx: vec![0u8; 65536],
+                    rx: RecvBatch::default(),
                     tx: Vec::new(),
                     active: StdInstant::now(),
                 }));
