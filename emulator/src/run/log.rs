@@ -38,6 +38,7 @@ pub(super) fn log_rc(cam: &CameraCore) {
             seq_naks = rc.seq_naks,
             timeouts = rc.timeouts,
             spurious_timeouts = rc.spurious_timeouts,
+            new_data_probes = rc.new_data_probes,
             tail_probes = rc.tail_probes,
             window = rc.window,
             window_cuts = rc.window_cuts,

@@ -5,7 +5,7 @@ use core::time::Duration;
 use heapless::Deque;
 
 use super::rate::{RateConfig, RateController};
-use super::rtt::RttEstimator;
+use super::rtt::{MIN_RTO, RttEstimator};
 use super::window::LossWindow;
 use super::{Instant, Path, PayloadRef, PayloadSource, local_ack_timeout};
 use crate::wire::aeth::{AethSyndrome, NakCode, rnr_timer_micros};
@@ -52,6 +52,11 @@ pub struct RequesterConfig {
     /// whose round trips are steady; a userspace stack on shared cores, whose round trips
     /// jitter with scheduling, needs more.
     pub queue_slack_ns: u64,
+    /// The shortest RTT-based retransmission timeout ([`MIN_RTO`] by default, for a NIC or an
+    /// FPGA whose answers come within microseconds). A peer in software on shared cores may
+    /// pause for milliseconds with nothing lost; the estimator learns such pauses, but a floor
+    /// that suits the peer spares the first one.
+    pub min_rto: Duration,
 }
 
 impl RequesterConfig {
@@ -74,6 +79,7 @@ impl RequesterConfig {
                 dcqcn: None,
             },
             queue_slack_ns: QUEUE_SLACK_NS,
+            min_rto: MIN_RTO,
         }
     }
 }
@@ -181,6 +187,9 @@ pub struct RequesterCounters {
     /// ACK timeouts found spurious (an ACK for packets sent before the timeout came after it):
     /// their window cut was undone.
     pub spurious_timeouts: u64,
+    /// ACK timeouts on a path that lost nothing lately answered by sending the next new packet
+    /// instead of going back (a late peer then acknowledges everything; nothing is sent twice).
+    pub new_data_probes: u64,
     /// Work requests completed successfully.
     pub completed: u64,
     /// Work requests completed with an error.
@@ -297,6 +306,27 @@ enum State {
     Error,
 }
 
+/// How long after a loss tail-loss probes stay armed. A probe guesses that silence means the
+/// tail of what was sent is lost; on a path that has lost nothing lately a late answer (a peer
+/// off its core for a while) is the likelier cause, and the RTT-based ACK timeout, which waits
+/// out recent delays, covers a real tail loss there. On a lossy path probes recover tails
+/// within two round trips.
+pub const LOSS_MEMORY: Duration = Duration::from_secs(1);
+
+/// Whether `t` lies within [`LOSS_MEMORY`] before `now`.
+fn recent(now: Instant, t: Instant) -> bool {
+    now.0.saturating_sub(t.0) < LOSS_MEMORY.as_nanos() as u64
+}
+
+/// First transmissions whose send times are kept for round-trip samples (at least one per
+/// ACK request of a full window).
+const SENT_TIMES: usize = 64;
+
+/// How long a timeout of `rto` is, ns (none: never).
+fn deadline_after(rto: Option<Duration>) -> u64 {
+    rto.map_or(0, |t| t.as_nanos() as u64)
+}
+
 /// Round-trip time above twice the shortest that is taken for noise, not queueing (the
 /// default of [`RequesterConfig::queue_slack_ns`]).
 /// 50 µs let the queue (and so the go-back-N of each loss) grow to ~29 packets of 4 KiB at
@@ -328,17 +358,30 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// When to send a loss probe (the oldest unacknowledged packet again, ACK requested) if
     /// nothing was acknowledged and nothing new asked for an ACK by then.
     probe_at: Option<Instant>,
+    /// A new-data probe after a timeout on a clean path: when the packet that armed that timer
+    /// left (the answer's delay is a round trip to learn), until an ACK or NAK answers it.
+    probe_new: Option<Instant>,
+    /// That probe is still to be sent (one packet beyond the window).
+    probe_new_due: bool,
+    /// When a loss was last seen (a sequence NAK, an ACK timeout): tail-loss probes are armed
+    /// only within [`LOSS_MEMORY`] of one.
+    loss_seen: Option<Instant>,
+    /// The loss seen before `loss_seen`.
+    earlier_loss: Option<Instant>,
     /// A tail-loss probe due: the PSN to send again.
     probe_psn: Option<u32>,
-    /// The last ACK timeout, to tell a spurious one: when it fired and the window before it.
-    last_timeout: Option<(Instant, (u32, u32))>,
+    /// The last ACK timeout, to tell a spurious one: when it fired, when the packet that armed
+    /// it left, and the window before it.
+    last_timeout: Option<(Instant, Instant, (u32, u32))>,
     rnr_until: Option<Instant>,
     /// The loss-adaptive window.
     window: LossWindow,
     /// Round trips measured, and the timers they set.
     rtt: RttEstimator,
-    /// A first transmission whose ACK times a round trip: (PSN, when it left).
-    rtt_probe: Option<(u32, Instant)>,
+    /// First transmissions that asked for an ACK, and when they left, oldest first: each ACK
+    /// that covers one gives a round-trip sample (Karn: none from what is sent again, so a
+    /// go-back forgets them).
+    sent_times: Deque<(u32, Instant), SENT_TIMES>,
     /// Timeouts in a row: the RTT-based timer doubles with each.
     backoff: u32,
     /// When the oldest unacknowledged packet started waiting (last progress).
@@ -371,11 +414,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             ack_deadline: None,
             probe_at: None,
             probe_psn: None,
+            probe_new: None,
+            probe_new_due: false,
+            loss_seen: None,
+            earlier_loss: None,
             last_timeout: None,
             rnr_until: None,
             window: LossWindow::new(cfg.max_unacked, start),
             rtt: RttEstimator::new(),
-            rtt_probe: None,
+            sent_times: Deque::new(),
             backoff: 0,
             waiting_since: Instant::ZERO,
             failure: None,
@@ -471,7 +518,10 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     }
 
     /// A loss at `psn` was detected: cut the window (once per window of packets).
-    fn on_loss(&mut self, psn: u32, timeout: bool) {
+    fn on_loss(&mut self, now: Instant, psn: u32, timeout: bool) {
+        // the loss before this one, for telling a spurious timeout on a clean path
+        self.earlier_loss = self.loss_seen;
+        self.loss_seen = Some(now);
         if self.window.on_loss(psn, timeout, self.sent_end) {
             self.counters.window_cuts += 1;
         }
@@ -510,7 +560,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 if psn_diff(self.send_psn, self.next_post_psn) >= 0 {
                     return None; // nothing posted beyond what was sent
                 }
-                if self.unacked(self.send_psn) >= self.window() {
+                if self.unacked(self.send_psn) >= self.window() && !self.probe_new_due {
                     return None;
                 }
                 if now < self.rate.next_send_time() {
@@ -528,6 +578,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let last = index + 1 == wqe.npkts;
         let retransmission = psn_diff(psn, self.sent_end) < 0;
         let ack_req = probe.is_some()
+            || self.probe_new_due
             || last
             || self.packets_since_ackreq + 1 >= self.cfg.ack_req_every
             || self.unacked(psn) + 1 >= self.window()
@@ -589,10 +640,13 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         c.wire_bytes_sent += pkt.len() as u64;
         c.retransmitted_packets += u64::from(retransmission);
         c.tail_probes += u64::from(probe.is_some());
+        self.probe_new_due = false;
         self.rate.on_sent(now, pkt.len());
         if probe.is_some() {
             // a probe changes nothing of what is sent next; its answer (an ACK, a re-ACK of a
-            // duplicate, or a NAK for what is missing) does
+            // duplicate, or a NAK for what is missing) does. That answer cannot tell which send
+            // of the probed packet it follows (Karn): no round-trip sample from it.
+            self.sent_times.clear();
             return Some(pkt);
         }
 
@@ -604,8 +658,11 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if psn_diff(self.una, self.sent_end) >= 0 {
             self.waiting_since = now; // nothing was outstanding: the wait starts now
         }
-        if ack_req && !retransmission && self.rtt_probe.is_none() {
-            self.rtt_probe = Some((psn, now));
+        if ack_req && !retransmission {
+            if self.sent_times.is_full() {
+                self.sent_times.pop_front();
+            }
+            let _ = self.sent_times.push_back((psn, now));
         }
         self.send_psn = psn_add(psn, 1);
         if !retransmission {
@@ -614,8 +671,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // The timer runs from the newest ACK-requesting packet, so pacing a long window out
         // slowly cannot fire it while ACKs are still due.
         if self.ack_deadline.is_none() || ack_req {
-            self.ack_deadline = self.rto().map(|t| now + t);
-            self.probe_at = self.pto().map(|t| now + t);
+            self.ack_deadline = self.rto(now).map(|t| now + t);
+            self.probe_at = self.pto(now).map(|t| now + t);
         }
         Some(pkt)
     }
@@ -639,7 +696,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             earliest(Some(Instant::ZERO));
         }
         let can_send = psn_diff(self.send_psn, self.next_post_psn) < 0
-            && self.unacked(self.send_psn) < self.window();
+            && (self.unacked(self.send_psn) < self.window() || self.probe_new_due);
         if can_send && self.rnr_until.is_none() {
             earliest(Some(self.rate.next_send_time()));
         }
@@ -680,18 +737,47 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.fail_from(self.una, WcStatus::RetryExceeded);
             return;
         }
+        if self.probe_with_new_data(now) {
+            return;
+        }
         let before = self.window.snapshot();
-        self.on_loss(self.una, true);
-        self.last_timeout = Some((now, before));
+        // the packet that armed the timer left one timeout before now
+        let armed_at = Instant(now.0.saturating_sub(deadline_after(self.rto(now))));
+        self.on_loss(now, self.una, true);
+        self.last_timeout = Some((now, armed_at, before));
         self.retry_left = self.retry_left.saturating_sub(1);
         // random loss, not congestion, is what times out here: back off twice at most
         self.backoff = (self.backoff + 1).min(2);
-        self.rtt_probe = None; // Karn: no sample from what is sent again
+        self.sent_times.clear(); // Karn: no sample from what is sent again
+        self.probe_new = None;
+        self.probe_new_due = false;
         self.retrying_from = None;
         self.send_psn = self.una;
         self.probe_psn = None;
-        self.ack_deadline = self.rto().map(|t| now + t);
+        self.ack_deadline = self.rto(now).map(|t| now + t);
         self.probe_at = None;
+    }
+
+    /// A timeout on a path that has lost nothing lately, with new data waiting: send the next new
+    /// packet (ACK requested) beyond the window instead of going back, as RACK-TLP (RFC 8985)
+    /// probes with new data. A peer that was only slow answers it with an ACK for everything,
+    /// and nothing was sent twice; a lost tail shows as a sequence NAK for the gap, or this
+    /// timer, doubled, fires again and goes back. Returns whether it probed.
+    fn probe_with_new_data(&mut self, now: Instant) -> bool {
+        let patient = self.loss_seen.is_none_or(|t| !recent(now, t));
+        let new_data =
+            psn_diff(self.sent_end, self.next_post_psn) < 0 && self.send_psn == self.sent_end;
+        if !patient || !new_data || self.backoff > 0 || self.rnr_until.is_some() {
+            return false;
+        }
+        let armed_at = Instant(now.0.saturating_sub(deadline_after(self.rto(now))));
+        self.counters.new_data_probes += 1;
+        self.probe_new = Some(armed_at);
+        self.probe_new_due = true;
+        self.backoff = 1;
+        self.ack_deadline = self.rto(now).map(|t| now + t);
+        self.probe_at = None;
+        true
     }
 
     /// Feed the InfiniBand part (BTH to ICRC) of a packet addressed to this QP: ACK/NAK or CNP.
@@ -738,6 +824,10 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.counters.stale_acks += 1;
             return;
         }
+        if !matches!(syndrome, AethSyndrome::Ack { .. }) {
+            // a NAK answers a new-data probe with a loss: no round trip to learn
+            self.probe_new = None;
+        }
         self.advance_una(now, acked_end);
         match syndrome {
             AethSyndrome::Ack { .. } => {
@@ -758,8 +848,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                     self.fail_from(psn, WcStatus::RetryExceeded);
                     return;
                 }
-                self.on_loss(psn, false);
-                self.rtt_probe = None;
+                self.on_loss(now, psn, false);
+                self.sent_times.clear();
                 self.retrying_from = Some(psn);
                 self.send_psn = psn;
             }
@@ -803,7 +893,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // than any answer to what was sent again could, answers the packets sent before it:
         // the timeout was spurious (a host or a scheduler that paused, not a loss). Undo its
         // window cut; sending resumes from what is acknowledged.
-        if let Some((at, before)) = self.last_timeout.take() {
+        if let Some((at, armed_at, before)) = self.last_timeout.take() {
             let too_soon = self
                 .rtt
                 .min()
@@ -811,16 +901,34 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             if psn_diff(end, self.send_psn) > 0 || too_soon {
                 self.window.restore(before);
                 self.counters.spurious_timeouts += 1;
+                // nor was anything lost
+                self.loss_seen = self.earlier_loss;
+                // On a path that lost nothing else lately the peer was slow, not the link
+                // lossy: what it took is a round trip the timers must wait out next time. Amid
+                // losses the wait also holds recovery, and learning it would only lengthen the
+                // next timeout.
+                if !self.lossy_before(now, at) {
+                    self.rtt.sample(now, now.0.saturating_sub(armed_at.0));
+                }
             }
         }
         let queueing = self.rtt.queueing(self.cfg.queue_slack_ns);
         self.window
             .on_acked(psn_diff(end, self.una) as u32, queueing);
-        if let Some((p, sent)) = self.rtt_probe
+        if let Some(armed_at) = self.probe_new.take() {
+            // the peer was slow, not the link lossy: what it took is a round trip the timers
+            // must wait out next time
+            self.rtt.sample(now, now.0.saturating_sub(armed_at.0));
+        }
+        let mut newest = None;
+        while let Some(&(p, sent)) = self.sent_times.front()
             && psn_diff(end, p) > 0
         {
-            self.rtt.sample(now.0.saturating_sub(sent.0));
-            self.rtt_probe = None;
+            newest = Some(sent);
+            self.sent_times.pop_front();
+        }
+        if let Some(sent) = newest {
+            self.rtt.sample(now, now.0.saturating_sub(sent.0));
         }
         self.backoff = 0;
         self.waiting_since = now;
@@ -843,23 +951,36 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
         self.ack_deadline = if psn_diff(self.una, self.sent_end) < 0 {
-            self.rto().map(|t| now + t)
+            self.rto(now).map(|t| now + t)
         } else {
             None
         };
-        self.probe_at = self.ack_deadline.and(self.pto().map(|t| now + t));
+        self.probe_at = self.ack_deadline.and(self.pto(now).map(|t| now + t));
     }
 
     /// The tail-loss probe timeout ([`RttEstimator::pto`]).
-    fn pto(&self) -> Option<Duration> {
-        self.rtt.pto(self.rto()?)
+    fn pto(&self, now: Instant) -> Option<Duration> {
+        if self.loss_seen.is_none_or(|t| !recent(now, t)) {
+            return None;
+        }
+        self.rtt.pto(self.rto(now)?)
+    }
+
+    /// Whether a loss other than the timeout at `timeout_at` was seen within [`LOSS_MEMORY`]
+    /// of now (the timeout itself counts as one: `loss_seen` after it is not evidence).
+    fn lossy_before(&self, now: Instant, timeout_at: Instant) -> bool {
+        self.earlier_loss
+            .is_some_and(|t| t < timeout_at && recent(now, t))
     }
 
     /// The retransmission timeout now ([`RttEstimator::rto`] after the timeouts in a row), never
     /// longer than the configured local ACK timeout; `None` when that is infinite.
-    pub fn rto(&self) -> Option<Duration> {
+    pub fn rto(&self, now: Instant) -> Option<Duration> {
         let max = local_ack_timeout(self.cfg.timeout)?;
-        Some(self.rtt.rto(self.backoff, max))
+        // on a path without recent losses a late answer is likelier than a loss: wait out the
+        // longest recent round trip too
+        let patient = self.loss_seen.is_none_or(|t| !recent(now, t));
+        Some(self.rtt.rto(self.backoff, self.cfg.min_rto, max, patient))
     }
 
     /// Whether the oldest request has waited (`retry_cnt` + 1) local ACK timeouts without an

@@ -2,8 +2,16 @@
 //! recovery (RFC 9002) keep them: a smoothed round trip and its variation for the
 //! retransmission timeout, the shortest round trip seen for telling queueing from the path, and
 //! the tail-loss probe timeout.
+//!
+//! A peer in software on shared cores (a host process, a host's kernel) answers late now and
+//! then, by as long as the scheduler keeps it off a core, with nothing lost. Samples come from
+//! every ACK (not one per round trip), so such delays reach the variation; and a slowly fading
+//! maximum of recent round trips keeps both timers above the longest delay lately seen, so a
+//! scheduling delay like the last one is waited out instead of taken for a loss.
 
 use core::time::Duration;
+
+use super::Instant;
 
 /// The retransmission timeout before any round trip has been measured (doubled per timeout in
 /// a row, never beyond the configured one).
@@ -24,7 +32,15 @@ pub struct RttEstimator {
     min: u64,
     /// The latest sample (0 until one came).
     latest: u64,
+    /// The longest recent sample (0 until one came), fading by 1/8 per [`FADE_STEP_NS`]
+    /// since `faded_at`: a delay is remembered for about a second.
+    recent_max: u64,
+    faded_at: Instant,
 }
+
+/// How often the longest recent round trip fades by 1/8, ns (about 67 ms: it halves in about a
+/// third of a second).
+pub const FADE_STEP_NS: u64 = 1 << 26;
 
 impl Default for RttEstimator {
     fn default() -> Self {
@@ -39,14 +55,24 @@ impl RttEstimator {
             smoothed: None,
             min: u64::MAX,
             latest: 0,
+            recent_max: 0,
+            faded_at: Instant::ZERO,
         }
     }
 
-    /// Take a sample of `ns` (RFC 6298 §2: the first sets srtt = r, rttvar = r/2; later ones
-    /// move them by 1/8 and 1/4).
-    pub fn sample(&mut self, ns: u64) {
+    /// Take a sample of `ns`, measured at `now` (RFC 6298 §2: the first sets srtt = r,
+    /// rttvar = r/2; later ones move them by 1/8 and 1/4).
+    pub fn sample(&mut self, now: Instant, ns: u64) {
         self.min = self.min.min(ns);
         self.latest = ns;
+        let steps = now.0.saturating_sub(self.faded_at.0) / FADE_STEP_NS;
+        for _ in 0..steps.min(64) {
+            self.recent_max -= self.recent_max / 8;
+        }
+        if steps > 0 || self.smoothed.is_none() {
+            self.faded_at = now;
+        }
+        self.recent_max = self.recent_max.max(ns);
         self.smoothed = Some(match self.smoothed {
             None => (ns, ns / 2),
             Some((srtt, var)) => {
@@ -61,6 +87,11 @@ impl RttEstimator {
         self.smoothed.map(|(s, _)| s)
     }
 
+    /// The longest recent round trip (fading with time), once measured.
+    pub fn recent_max(&self) -> Option<u64> {
+        self.smoothed.map(|_| self.recent_max)
+    }
+
     /// The shortest round trip seen, once measured.
     pub fn min(&self) -> Option<u64> {
         (self.min != u64::MAX).then_some(self.min)
@@ -72,19 +103,30 @@ impl RttEstimator {
         self.min().is_some_and(|m| self.latest > m * 2 + slack_ns)
     }
 
-    /// The retransmission timeout after `backoff` timeouts in a row: srtt + 4·rttvar (at least
-    /// [`MIN_RTO`]) once measured, [`INITIAL_RTO`] before, doubled per backoff step, never
-    /// longer than `max` (the configured local ACK timeout).
-    pub fn rto(&self, backoff: u32, max: Duration) -> Duration {
+    /// The retransmission timeout after `backoff` timeouts in a row: srtt + 4·rttvar, at least
+    /// `floor`, and with `patient` (a path that has lost nothing lately, where a late answer is
+    /// likelier than a loss) at least 5/4 of the longest recent round trip, once measured;
+    /// [`INITIAL_RTO`] before; doubled per backoff step, never longer than `max` (the configured
+    /// local ACK timeout).
+    pub fn rto(&self, backoff: u32, floor: Duration, max: Duration, patient: bool) -> Duration {
         let base = match self.smoothed {
             None => INITIAL_RTO,
-            Some((srtt, var)) => Duration::from_nanos(srtt + 4 * var).max(MIN_RTO),
+            Some((srtt, var)) => {
+                let longest = if patient {
+                    self.recent_max + self.recent_max / 4
+                } else {
+                    0
+                };
+                Duration::from_nanos((srtt + 4 * var).max(longest)).max(floor)
+            }
         };
         base.saturating_mul(1 << backoff.min(16)).min(max)
     }
 
     /// The tail-loss probe timeout: two smoothed round trips (at least [`MIN_PTO`]), when that
-    /// is shorter than `rto`; `None` before a round trip was measured.
+    /// is shorter than `rto`; `None` before a round trip was measured. A probe sends one packet
+    /// again; a timeout sends the window again, so only the timeout waits out the longest recent
+    /// delay.
     pub fn pto(&self, rto: Duration) -> Option<Duration> {
         let pto = Duration::from_nanos(2 * self.smoothed()?).max(MIN_PTO);
         (pto < rto).then_some(pto)
@@ -98,24 +140,61 @@ mod tests {
     #[test]
     fn the_first_sample_sets_srtt_and_half_of_it_as_variation() {
         let mut r = RttEstimator::new();
-        assert_eq!(r.rto(0, Duration::from_secs(1)), INITIAL_RTO);
+        let (floor, max) = (MIN_RTO, Duration::from_secs(1));
+        assert_eq!(r.rto(0, floor, max, true), INITIAL_RTO);
         assert_eq!(r.pto(INITIAL_RTO), None);
-        r.sample(100_000);
+        let t = Instant::from_nanos(1_000_000);
+        r.sample(t, 100_000);
         // 100 us + 4 * 50 us
-        assert_eq!(r.rto(0, Duration::from_secs(1)), Duration::from_micros(500));
-        assert_eq!(r.rto(2, Duration::from_secs(1)), Duration::from_millis(2));
+        assert_eq!(r.rto(0, floor, max, true), Duration::from_micros(500));
+        assert_eq!(r.rto(2, floor, max, true), Duration::from_millis(2));
         assert_eq!(
-            r.rto(2, Duration::from_micros(700)),
+            r.rto(2, floor, Duration::from_micros(700), true),
             Duration::from_micros(700)
+        );
+        assert_eq!(
+            r.rto(0, Duration::from_millis(3), max, true),
+            Duration::from_millis(3)
         );
         assert_eq!(
             r.pto(Duration::from_millis(1)),
             Some(Duration::from_micros(200))
         );
-        r.sample(20_000);
+        r.sample(t, 20_000);
         assert_eq!((r.min(), r.smoothed()), (Some(20_000), Some(90_000)));
         assert!(!r.queueing(20_000));
-        r.sample(61_000);
+        r.sample(t, 61_000);
         assert!(r.queueing(20_000), "61 us > 2 * 20 us + 20 us");
+    }
+
+    #[test]
+    fn a_long_delay_holds_both_timers_above_it_for_about_a_second() {
+        let mut r = RttEstimator::new();
+        let ms = |n: u64| Instant::from_nanos(n * 1_000_000);
+        // a sample every 10 us: calm at 30 us for 50 ms
+        for i in 0..5_000 {
+            r.sample(Instant::from_nanos(i * 10_000), 30_000);
+        }
+        let (floor, max) = (MIN_RTO, Duration::from_secs(1));
+        assert_eq!(
+            r.rto(0, floor, max, true),
+            MIN_RTO,
+            "steady 30 us: the floor"
+        );
+        // the host was off a core for 4 ms once; thousands of calm samples follow
+        r.sample(ms(50), 4_000_000);
+        for i in 0..20_000 {
+            r.sample(Instant::from_nanos(50_000_000 + i * 10_000), 30_000);
+        }
+        let rto = r.rto(0, floor, max, true);
+        assert!(rto > Duration::from_millis(3), "200 ms on: {rto:?}");
+        assert_eq!(
+            r.rto(0, floor, max, false),
+            MIN_RTO,
+            "amid losses: RFC 6298 alone"
+        );
+        // two seconds on, it has faded
+        r.sample(ms(2_300), 30_000);
+        assert_eq!(r.rto(0, floor, max, true), MIN_RTO);
     }
 }
