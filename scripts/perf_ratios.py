@@ -15,7 +15,10 @@ Sections (all by default):
            camera's retransmissions on this lossless link (summed over the runs)
   busy     the same camera runs while a busy loop holds one core: retransmissions (summed)
   latency  TRAILER leaving the camera to the host seeing it, p99 over 300 frames at 100 fps and
-           flat out (--fps 1000), from both sides' --latency-log on CLOCK_MONOTONIC
+           flat out (--fps 1000), the camera at its default link speed (a 10G NIC), from both
+           sides' --latency-log on CLOCK_MONOTONIC; also split at the kernel's receive time;
+           and the same with camera and host pinned to different CPUs (*_pinned: taskset), as
+           on two machines, where the scheduler cannot put them on one CPU
   goodput  rdmacam demo at 0, 1 and 5 % loss (both directions), seeds 1-5 interleaved: the
            lossy medians as ratios of the lossless one
   gvsp     aravis's fake camera and rdmacam (GVSP, its default one datagram per packet) into
@@ -53,16 +56,16 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def camera(bindir, args, ip="127.0.0.1"):
-    cmd = [f"{bindir}/rdmacam", "run", "--ip", ip, "--transport", "udp", "--gvcp-port", str(GVCP),
+def camera(bindir, args, ip="127.0.0.1", prefix=()):
+    cmd = [*prefix, f"{bindir}/rdmacam", "run", "--ip", ip, "--transport", "udp", "--gvcp-port", str(GVCP),
            "--roce-port", str(CAM_ROCE), "--host-roce-port", str(HOST_ROCE), "--duration", "120"]
     p = subprocess.Popen(cmd + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
     return p
 
 
-def host(bindir, frames, args=(), ip="127.0.0.1"):
-    cmd = [f"{bindir}/rdmacam-host", "--camera", ip, "--local", "127.0.0.1", "--gvcp-port",
+def host(bindir, frames, args=(), ip="127.0.0.1", prefix=()):
+    cmd = [*prefix, f"{bindir}/rdmacam-host", "--camera", ip, "--local", "127.0.0.1", "--gvcp-port",
            str(GVCP), "--rx-port", str(HOST_ROCE), "--camera-rx-port", str(CAM_ROCE), "--frames",
            str(frames), "--json", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
@@ -78,14 +81,19 @@ def stop(p):
         p.wait()
 
 
-def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=()):
-    """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s."""
-    # loopback is no 10G link: pace only above what it carries, as the demo does
-    cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps),
-                          "--link-mbps", "100000", *cam_args])
+def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), link=100000,
+                     pin=False):
+    """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s.
+    `link`: the camera's --link-mbps (100000 by default: loopback is no 10G link, pace only
+    above what it carries, as the demo does; None: the camera's default, a 10G NIC).
+    `pin`: camera on CPU 0 and host on CPU 1 (taskset), as a host and camera on two machines."""
+    pace = ["--link-mbps", str(link)] if link else []
+    cpu = (lambda n: ["taskset", "-c", str(n)]) if pin else (lambda n: [])
+    cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps), *pace,
+                          *cam_args], prefix=cpu(0))
     try:
         c0 = cpu_s(cam.pid)
-        j = host(bindir, frames, host_args)
+        j = host(bindir, frames, host_args, prefix=cpu(1))
         c1 = cpu_s(cam.pid)
     finally:
         stop(cam)
@@ -148,14 +156,17 @@ class Sitting:
             self.put("busy_lossless_retransmitted", retx[s], s)
 
     def latency(self):
-        for fps, name in [(100, "latency_p99_us_100fps"), (1000, "latency_p99_us_flat")]:
+        for fps, name, pin in [(100, "latency_p99_us_100fps", False),
+                               (1000, "latency_p99_us_flat", False),
+                               (100, "latency_p99_us_100fps_pinned", True),
+                               (1000, "latency_p99_us_flat_pinned", True)]:
             p99 = {s: [] for s, _ in self.builds}
             for _ in range(self.runs):
                 for s, b in self.builds:
                     with tempfile.TemporaryDirectory() as d:
                         cam_log, host_log = f"{d}/cam.csv", f"{d}/host.csv"
                         camera_into_host(b, 300, fps, ["--latency-log", cam_log],
-                                         ["--latency-log", host_log])
+                                         ["--latency-log", host_log], link=None, pin=pin)
                         time.sleep(0.2)
                         p99[s].append(latency_p99(cam_log, host_log))
             for s, _ in self.builds:
@@ -205,12 +216,24 @@ class Sitting:
 
 
 def latency_p99(cam_log, host_log):
+    """p99 of TRAILER leaving the camera to the host seeing it, µs; and of its two parts: to
+    the host's socket (kernel receive timestamp), and from there to the host."""
     def load(p):
         with open(p) as f:
-            return {int(b): int(t) for b, t in (l.split(",") for l in f.read().split()[1:])}
+            return {int(r[0]): [int(v) for v in r[1:]] for r in
+                    (l.split(",") for l in f.read().split()[1:])}
+    def p99(xs):
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, int(0.99 * len(xs)))] if xs else float("nan")
     sent, seen = load(cam_log), load(host_log)
-    lat = sorted((seen[b] - sent[b]) / 1000 for b in seen if b in sent)
-    return lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
+    both = [b for b in seen if b in sent]
+    total = p99((seen[b][0] - sent[b][0]) / 1000 for b in both)
+    split = [b for b in both if len(seen[b]) > 1 and seen[b][1] > 0]
+    to_socket = p99((seen[b][1] - sent[b][0]) / 1000 for b in split)
+    host = p99((seen[b][0] - seen[b][1]) / 1000 for b in split)
+    print(f"#   p99 {total:.1f} us: to the host's socket {to_socket:.1f}, in the host {host:.1f}",
+          flush=True)
+    return total
 
 
 def aravis_host(camera_cmd):

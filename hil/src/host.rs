@@ -140,9 +140,10 @@ pub struct Stats {
     pub released: u32,
     /// Device messages that did not parse.
     pub garbled: u64,
-    /// Each TRAILER's block id and when it was seen (CLOCK_MONOTONIC ns), for latency (the
-    /// newest, as `block_ids`: a latency log of a longer run holds its last frames).
-    pub trailers_seen: Vec<(u64, u64)>,
+    /// Each TRAILER's block id, when the host saw it and when the kernel had received it
+    /// (CLOCK_MONOTONIC ns; 0 when unknown), for latency (the newest, as `block_ids`: a
+    /// latency log of a longer run holds its last frames).
+    pub trailers_seen: Vec<(u64, u64, u64)>,
 }
 
 /// What every ORSP host does whatever its transport: the message exchange of
@@ -156,10 +157,15 @@ pub struct HostCore {
     leaders: HashMap<u32, (u64, rdmacam_protocol::gev::gvsp::ImageLeader)>,
     stats: Stats,
     scratch: Vec<u8>,
+    /// When the kernel received the packet being handled (CLOCK_MONOTONIC ns, 0 unknown), for
+    /// the latency log.
+    arrived_ns: u64,
     /// The synthetic frame `expected_bytes` holds: the next frame of a static pattern needs
     /// only its counter rewritten ([`FrameSource::refresh`]), not every byte generated again.
     expected: Option<Frame>,
     expected_bytes: Vec<u8>,
+    /// How many bytes of `expected_bytes` hold `expected`'s image so far.
+    expected_valid: usize,
     images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>,
     /// The image the last good replayed frame was.
     last_image: Option<usize>,
@@ -210,8 +216,8 @@ impl HostCore {
     pub fn verify(&mut self, frames: &[u8]) -> Option<u32> {
         let slice = self.check_slice.unwrap_or(usize::MAX);
         let c = *self.pending.front()?;
-        self.expect(&c.frame);
         let n = slice.min(c.size - c.done);
+        self.expect(&c.frame, c.done + n);
         let at = c.start + c.done;
         let same = frames[at..at + n] == self.expected_bytes[c.done..c.done + n];
         let c = self.pending.front_mut().expect("front exists");
@@ -224,24 +230,35 @@ impl HostCore {
         Some(c.buffer_id)
     }
 
-    /// Make `expected_bytes` the image of `frame`: refreshed from the frame held (a static
-    /// pattern's next frame differs in its counter only), else generated whole.
-    fn expect(&mut self, frame: &Frame) {
-        if self.expected == Some(*frame) {
-            return;
-        }
+    /// Make `expected_bytes[..upto]` hold the image of `frame` (`upto` within it): a static
+    /// pattern's next frame is the frame held with its counter rewritten; any other frame is
+    /// generated as far as asked, so no one check step generates a whole frame (1.5 ms for
+    /// 2 MB, during which a TRAILER would wait).
+    fn expect(&mut self, frame: &Frame, upto: usize) {
         let src = SyntheticSource::new(self.cfg.seed);
         let size = frame.image_size();
-        match self.expected {
-            Some(held) if held.image_size() == size && self.expected_bytes.len() == size => {
-                src.refresh(&held, frame, &mut self.expected_bytes)
+        if self.expected != Some(*frame) {
+            match self.expected {
+                Some(held)
+                    if self.expected_valid == held.image_size()
+                        && held.image_size() == size
+                        && src.shares_pixels(&held, frame) =>
+                {
+                    src.refresh(&held, frame, &mut self.expected_bytes);
+                }
+                _ => {
+                    self.expected_bytes.resize(size, 0);
+                    self.expected_valid = 0;
+                }
             }
-            _ => {
-                self.expected_bytes.resize(size, 0);
-                src.read(frame, 0, &mut self.expected_bytes);
-            }
+            self.expected = Some(*frame);
         }
-        self.expected = Some(*frame);
+        let upto = upto.min(size);
+        if self.expected_valid < upto {
+            let from = self.expected_valid;
+            src.read(frame, from, &mut self.expected_bytes[from..upto]);
+            self.expected_valid = upto;
+        }
     }
 
     fn count(&mut self, good: bool) {
@@ -269,8 +286,10 @@ impl HostCore {
             last_image: None,
             stats: Stats::default(),
             scratch: Vec::new(),
+            arrived_ns: 0,
             expected: None,
             expected_bytes: Vec::new(),
+            expected_valid: 0,
             pending: std::collections::VecDeque::new(),
             check_slice: None,
         }
@@ -383,7 +402,10 @@ impl HostCore {
                 let seen = rdmacam_io::clock::monotonic_ns();
                 self.stats.bytes += valid_size;
                 push_bounded(&mut self.stats.block_ids, block_id);
-                push_bounded(&mut self.stats.trailers_seen, (block_id, seen));
+                push_bounded(
+                    &mut self.stats.trailers_seen,
+                    (block_id, seen, self.arrived_ns),
+                );
                 let checked = (status == 0)
                     .then(|| self.check_frame(buffer_id, block_id, valid_size, chunks, frames))
                     .flatten()
@@ -727,6 +749,12 @@ impl OrspHost {
         }
     }
 
+    /// When the kernel received the packet about to be handled (CLOCK_MONOTONIC ns; 0 when
+    /// unknown): a TRAILER's is logged beside the time the host saw it.
+    pub fn set_arrival(&mut self, ns: u64) {
+        self.core.arrived_ns = ns;
+    }
+
     /// The InfiniBand part of a received packet.
     pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
         let Some(op) = ib.first().map(|b| Opcode(*b)) else {
@@ -795,6 +823,11 @@ impl OrspHost {
             self.send(m);
         }
         true
+    }
+
+    /// Frames whose byte check is not finished.
+    pub fn checks_pending(&self) -> usize {
+        self.core.checks_pending()
     }
 
     /// Re-queue buffers by hand (tests that starve the camera, then recover).

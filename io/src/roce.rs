@@ -41,77 +41,132 @@ pub struct RoceSocket {
     pub icrc_drops: u64,
     /// Received datagrams larger than [`RECV_SLOT`], skipped by [`RoceSocket::recv_batch`].
     pub oversized: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, ns: turns the kernel's receive timestamps into
+    /// the monotonic clock every process's logs use.
+    realtime_offset: u64,
 }
 
-/// Datagrams one [`RoceSocket::recv_batch`] takes at most.
+/// CLOCK_REALTIME in nanoseconds.
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Receive buffers one [`RoceSocket::recv_batch`] fills at most (each one datagram, or with
+/// UDP GRO several segments of one).
 pub const RECV_BATCH: usize = 32;
 /// Bytes of a receive slot: a RoCEv2 packet at PMTU 4096 with every header fits.
 pub const RECV_SLOT: usize = 4224;
+/// Bytes of a receive slot with UDP GRO: the kernel hands over up to 64 KiB of equal-size
+/// segments at once.
+pub const GRO_SLOT: usize = 65536;
+/// `UDP_GRO` (linux/udp.h), which the libc crate does not name for glibc.
+const UDP_GRO: libc::c_int = 104;
 
-/// Receive slots for [`RoceSocket::recv_batch`], kept between calls so receiving allocates
-/// nothing.
-pub struct RecvBatch {
-    slots: Box<[[u8; RECV_SLOT]; RECV_BATCH]>,
-    lens: [usize; RECV_BATCH],
-    srcs: [IpAddr; RECV_BATCH],
-    ecn: [u8; RECV_BATCH],
-    n: usize,
+/// One received datagram: where it lies in the batch's buffer, and what came with it.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    at: usize,
+    len: usize,
+    src: IpAddr,
+    ecn: u8,
+    arrived: u64,
 }
 
-/// Control-message space for one received datagram's TOS / traffic class.
-#[derive(Clone, Copy)]
-#[repr(C, align(8))]
-struct Cmsg([u8; 32]);
-
-/// The IPv4 TOS or IPv6 traffic class a received message's control data carries (0 without).
-///
-/// # Safety
-/// `h.msg_control` points at `h.msg_controllen` bytes the kernel filled in.
-unsafe fn tos_of(h: &libc::msghdr) -> u8 {
-    // SAFETY: the caller's promise; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(h);
-        while !c.is_null() {
-            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-            if (level == libc::IPPROTO_IP && kind == libc::IP_TOS)
-                || (level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS)
-            {
-                let data = libc::CMSG_DATA(c);
-                return if kind == libc::IP_TOS {
-                    *data
-                } else {
-                    std::ptr::read_unaligned(data.cast::<libc::c_int>()) as u8
-                };
-            }
-            c = libc::CMSG_NXTHDR(h, c);
-        }
-        0
-    }
+/// Receive buffers for [`RoceSocket::recv_batch`], kept between calls so receiving allocates
+/// nothing.
+pub struct RecvBatch {
+    buf: Vec<u8>,
+    slot: usize,
+    segs: Vec<Seg>,
 }
 
 impl Default for RecvBatch {
     fn default() -> Self {
-        RecvBatch {
-            slots: Box::new([[0; RECV_SLOT]; RECV_BATCH]),
-            lens: [0; RECV_BATCH],
-            srcs: [IpAddr::V4(Ipv4Addr::UNSPECIFIED); RECV_BATCH],
-            ecn: [0; RECV_BATCH],
-            n: 0,
-        }
+        Self::with_slot(RECV_SLOT)
     }
 }
 
 impl RecvBatch {
+    /// Buffers for a socket with UDP GRO on ([`RoceSocket::set_gro`]).
+    pub fn for_gro() -> Self {
+        Self::with_slot(GRO_SLOT)
+    }
+
+    fn with_slot(slot: usize) -> Self {
+        RecvBatch {
+            buf: vec![0; slot * RECV_BATCH],
+            slot,
+            segs: Vec::with_capacity(RECV_BATCH * 64),
+        }
+    }
+
     /// The datagrams of the last receive: (source IP, the InfiniBand part BTH..ICRC).
     pub fn datagrams(&self) -> impl Iterator<Item = (IpAddr, &[u8])> {
-        (0..self.n).map(|i| (self.srcs[i], &self.slots[i][..self.lens[i]]))
+        self.segs
+            .iter()
+            .map(|g| (g.src, &self.buf[g.at..g.at + g.len]))
+    }
+
+    /// When the kernel received datagram `i` of the last receive (CLOCK_MONOTONIC ns, 0 when
+    /// unknown): the part of a packet's latency spent queued in the socket ends here.
+    pub fn arrived(&self, i: usize) -> u64 {
+        self.segs.get(i).map_or(0, |g| g.arrived)
     }
 
     /// The datagrams of the last receive with the ECN bits of their IP header: (source IP,
     /// ECN, the InfiniBand part BTH..ICRC).
     pub fn datagrams_ecn(&self) -> impl Iterator<Item = (IpAddr, u8, &[u8])> {
-        (0..self.n).map(|i| (self.srcs[i], self.ecn[i], &self.slots[i][..self.lens[i]]))
+        self.segs
+            .iter()
+            .map(|g| (g.src, g.ecn, &self.buf[g.at..g.at + g.len]))
     }
+}
+
+/// Control-message space for one received message: its TOS / traffic class, receive time and
+/// GRO segment size.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Cmsg([u8; 64]);
+
+/// What a received message's control data carries.
+#[derive(Debug, Default)]
+struct Control {
+    /// The IPv4 TOS or IPv6 traffic class (0 without).
+    tos: u8,
+    /// The kernel's receive time (CLOCK_REALTIME ns, `SO_TIMESTAMPNS`).
+    realtime: Option<u64>,
+    /// With UDP GRO: the size of the segments the message holds (0: one datagram).
+    gro: usize,
+}
+
+/// The control data of a received message.
+///
+/// # Safety
+/// `h.msg_control` points at `h.msg_controllen` bytes the kernel filled in.
+unsafe fn control_of(h: &libc::msghdr) -> Control {
+    let mut out = Control::default();
+    // SAFETY: the caller's promise; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            let data = libc::CMSG_DATA(c);
+            if level == libc::IPPROTO_IP && kind == libc::IP_TOS {
+                out.tos = *data;
+            } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
+                out.tos = std::ptr::read_unaligned(data.cast::<libc::c_int>()) as u8;
+            } else if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+                let t: libc::timespec = std::ptr::read_unaligned(data.cast());
+                out.realtime = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
+            } else if level == libc::IPPROTO_UDP && kind == UDP_GRO {
+                out.gro = std::ptr::read_unaligned(data.cast::<libc::c_int>()).max(0) as usize;
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    out
 }
 
 /// The address in a `sockaddr_storage` the kernel filled in (IPv4 or IPv6).
@@ -190,6 +245,8 @@ impl RoceSocket {
         } else {
             set_int(&rx, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
         }
+        // when each datagram arrived, for latency logs
+        set_int(&rx, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
         rx.set_nonblocking(true)?;
         let tx_port = tx.local_addr()?.port();
         // the port bound, when the caller asked for any (0): received packets' ICRCs and the
@@ -210,6 +267,7 @@ impl RoceSocket {
             dropped: 0,
             icrc_drops: 0,
             oversized: 0,
+            realtime_offset: realtime_ns().saturating_sub(crate::clock::monotonic_ns()),
         })
     }
 
@@ -477,16 +535,19 @@ impl RoceSocket {
     }
 
     fn recv_batch_inner(&mut self, batch: &mut RecvBatch, check: bool) -> usize {
-        batch.n = 0;
+        batch.segs.clear();
+        let slot = batch.slot;
         // SAFETY: an all-zero sockaddr_storage is a valid (unspecified) address.
         let mut names: [libc::sockaddr_storage; RECV_BATCH] = unsafe { std::mem::zeroed() };
+        let base = batch.buf.as_mut_ptr();
         let mut iov: [libc::iovec; RECV_BATCH] = core::array::from_fn(|i| libc::iovec {
-            iov_base: batch.slots[i].as_mut_ptr().cast(),
-            iov_len: RECV_SLOT,
+            // SAFETY: slot i lies within `buf`, which holds RECV_BATCH slots.
+            iov_base: unsafe { base.add(i * slot) }.cast(),
+            iov_len: slot,
         });
-        let mut control = [Cmsg([0; 32]); RECV_BATCH];
+        let mut control = [Cmsg([0; 64]); RECV_BATCH];
         // SAFETY: all-zero mmsghdrs are valid "no name, no data" headers; every pointer set
-        // below refers to `names`, `iov`, `control` and the batch's slots, alive for the call.
+        // below refers to `names`, `iov`, `control` and the batch's buffer, alive for the call.
         let mut msgs: [libc::mmsghdr; RECV_BATCH] = unsafe { std::mem::zeroed() };
         for (i, m) in msgs.iter_mut().enumerate() {
             m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
@@ -518,33 +579,44 @@ impl RoceSocket {
                 self.oversized += 1;
                 continue;
             }
-            let len = m.msg_len as usize;
-            let k = batch.n;
-            if k != i {
-                batch.slots.copy_within(i..i + 1, k);
-            }
-            if let Some(c) = self.capture.as_mut() {
-                let p = reconstruct(
-                    src.ip(),
-                    src.port(),
-                    self.local,
-                    self.rx_port,
-                    &batch.slots[k][..len],
-                );
-                c.write(&p, Some(RECONSTRUCTED));
-            }
-            if check && !self.icrc.ok(src, dst, &batch.slots[k][..len]) {
-                self.icrc_drops += 1;
-                continue;
-            }
-            batch.lens[k] = len;
-            batch.srcs[k] = src.ip();
             // SAFETY: the kernel wrote msg_controllen bytes of control messages into
             // `control[i]`, which the header still points at.
-            batch.ecn[k] = unsafe { tos_of(&m.msg_hdr) } & 3;
-            batch.n += 1;
+            let c = unsafe { control_of(&m.msg_hdr) };
+            let (len, start) = (m.msg_len as usize, i * slot);
+            // with GRO, equal segments of `gro` bytes (the last may be shorter)
+            let seg = if c.gro > 0 { c.gro } else { len.max(1) };
+            let mut at = 0;
+            while at < len {
+                let n = seg.min(len - at);
+                let bytes = &batch.buf[start + at..start + at + n];
+                if let Some(cap) = self.capture.as_mut() {
+                    let p = reconstruct(src.ip(), src.port(), self.local, self.rx_port, bytes);
+                    cap.write(&p, Some(RECONSTRUCTED));
+                }
+                if check && !self.icrc.ok(src, dst, bytes) {
+                    self.icrc_drops += 1;
+                } else {
+                    batch.segs.push(Seg {
+                        at: start + at,
+                        len: n,
+                        src: src.ip(),
+                        ecn: c.tos & 3,
+                        arrived: c
+                            .realtime
+                            .map_or(0, |t| t.saturating_sub(self.realtime_offset)),
+                    });
+                }
+                at += n;
+            }
         }
         r as usize
+    }
+
+    /// Let the kernel hand over runs of equal-size datagrams from one sender at once (UDP GRO):
+    /// one receive and one copy per run instead of per packet. The batch must come from
+    /// [`RecvBatch::for_gro`].
+    pub fn set_gro(&mut self, on: bool) -> std::io::Result<()> {
+        set_int(&self.rx, libc::IPPROTO_UDP, UDP_GRO, libc::c_int::from(on))
     }
 
     /// A received packet: (source IP, destination IP, the InfiniBand part BTH..ICRC).
@@ -649,5 +721,33 @@ mod tests {
         assert_eq!(got[0].1, 3, "ECN CE");
         assert_eq!(got[0].2, packets[0][28..].to_vec());
         assert_eq!(rx.icrc_drops, 1);
+        let (arrived, now) = (b.arrived(0), crate::clock::monotonic_ns());
+        assert!(
+            arrived > 0 && arrived <= now && now - arrived < 1_000_000_000,
+            "{arrived} {now}"
+        );
+    }
+
+    #[test]
+    fn with_gro_a_gso_run_arrives_whole_and_is_cut_back_into_its_datagrams() {
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let mut rx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
+        rx.set_gro(true).unwrap();
+        let to = rx.rx.local_addr().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // five full datagrams and a short last one, each filled with its index, in one send
+        let packets: Vec<Vec<u8>> = (0..6u8)
+            .map(|i| vec![i; if i == 5 { 700 } else { 4112 }])
+            .collect();
+        let refs: Vec<&[u8]> = packets.iter().map(Vec::as_slice).collect();
+        let mut gso = true;
+        crate::gso::send_datagrams(&tx, to, &refs, &mut gso).unwrap();
+        assert!(gso, "UDP GSO taken");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut b = RecvBatch::for_gro();
+        let got = rx.recv_batch(&mut b);
+        assert!((1..=6).contains(&got), "{got} receive buffers");
+        let out: Vec<Vec<u8>> = b.datagrams().map(|(_, d)| d.to_vec()).collect();
+        assert_eq!(out, packets, "the same datagrams, in order");
     }
 }

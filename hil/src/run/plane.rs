@@ -1,6 +1,7 @@
 //! The host's data plane: the soft host on a UDP RoCEv2 socket, or a queue pair on an RDMA
 //! device, behind one interface the session drives.
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -34,6 +35,10 @@ const CHECK_SLICE: usize = 64 * 1024;
 /// same as 8 within noise; docs/BENCHMARKS.md).
 const ACK_BATCH: usize = 8;
 
+/// Frames waiting for their check at which the soft host checks as fast as it receives, not
+/// only while idle.
+const CHECKS_BEHIND: usize = 2;
+
 pub(super) fn pump(
     host: &mut OrspHost,
     roce: &mut RoceSocket,
@@ -49,8 +54,9 @@ pub(super) fn pump(
     // up to 4096 packets, RECV_BATCH per system call, bad ICRCs dropped on the way
     while i < 4096 {
         let got = roce.recv_checked_batch(rx);
-        for (src, ecn, ib) in rx.datagrams_ecn() {
+        for (k, (src, ecn, ib)) in rx.datagrams_ecn().enumerate() {
             received += ib.len();
+            host.set_arrival(rx.arrived(k));
             host.handle_ib(now(), src, dst, ecn, ib);
             i += 1;
             // Answer as a NIC would, not only when the socket is drained: a NAK at once (the
@@ -73,12 +79,22 @@ pub(super) fn pump(
         roce.send(&tx[..n])?;
         busy = true;
     }
-    // the ACKs are out: now the application's work (frame checks), as many bytes as arrived
-    // (at least a slice), so checking keeps pace with receiving and buffers go back (QUEUE) as
-    // fast as they fill; one slice per burst let a host short of CPU fall behind, hold every
-    // buffer and make the camera drop frames
+    // The ACKs are out: now the application's work (frame checks), a slice at a time while
+    // nothing waits to be received, so a TRAILER that arrives meanwhile is read within a
+    // slice's time (~10 us) instead of after every byte received before it was compared
+    // (hundreds of microseconds: the frame's latency). When checks fall behind (frames
+    // waiting, a host short of CPU), as many bytes as arrived, so checking keeps pace with
+    // receiving and buffers go back (QUEUE) as fast as they fill; a host that checked only
+    // when idle would hold every buffer and make the camera drop frames.
     let mut checked = 0;
-    while checked < received.max(1) && host.verify() {
+    loop {
+        let catch_up = host.checks_pending() >= CHECKS_BEHIND && checked < received.max(1);
+        if !catch_up && rdmacam_io::poll::readable([roce.as_fd()], Duration::ZERO)?[0] {
+            break;
+        }
+        if !host.verify() {
+            break;
+        }
         busy = true;
         checked += CHECK_SLICE;
     }
@@ -111,7 +127,9 @@ pub(super) struct SoftPlane {
 /// to this long before it sleeps ([`busy_poll`](rdmacam_io::poll::busy_poll)). A sleeping receiver makes the sender pay a wake-up for nearly every packet
 /// (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the camera's
 /// window is small and the host often catches up, that cost the demo a fifth to a third of its
-/// goodput (docs/BENCHMARKS.md).
+/// goodput (docs/BENCHMARKS.md). Polling for longer (200 us through a whole frame) cost frame
+/// latency instead: on a small machine the camera wakes the host onto its own CPU, and two
+/// pollers there take turns of a scheduler slice while the other CPU idles.
 const BUSY_POLL: Duration = Duration::from_micros(20);
 
 /// The host's data plane: the soft host on a UDP socket, or a verbs QP.
@@ -146,7 +164,10 @@ impl Plane {
         };
         match &o.transport {
             HostTransport::Soft => {
-                let roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+                let mut roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+                // a camera's GSO runs arrive as one buffer each, cut apart here: one receive
+                // and one copy per run instead of per packet
+                let gro = roce.set_gro(true).is_ok();
                 let host_qpn = 0x000200 | (std::process::id() & 0xff);
                 // its own bound port: the QP pair's entropy port is symmetric in the two QPNs,
                 // so on one loopback address it is the camera's already
@@ -157,7 +178,11 @@ impl Plane {
                     host,
                     roce,
                     t0: StdInstant::now(),
-                    rx: RecvBatch::default(),
+                    rx: if gro {
+                        RecvBatch::for_gro()
+                    } else {
+                        RecvBatch::default()
+                    },
                     tx: Vec::new(),
                     active: StdInstant::now(),
                 }));
@@ -260,7 +285,6 @@ impl Plane {
     pub(super) fn wait(&mut self) -> Result<()> {
         match self {
             Plane::Soft(p) => {
-                use std::os::fd::AsFd;
                 if p.active.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
                     && rdmacam_io::poll::busy_poll(p.roce.as_fd(), BUSY_POLL)?
                 {

@@ -389,10 +389,13 @@ impl<'a> Session<'a> {
             let csv: String = s
                 .trailers_seen
                 .iter()
-                .map(|(b, t)| format!("{b},{t}\n"))
+                .map(|(b, seen, arrived)| format!("{b},{seen},{arrived}\n"))
                 .collect();
-            std::fs::write(path, format!("block_id,trailer_seen_ns\n{csv}"))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::write(
+                path,
+                format!("block_id,trailer_seen_ns,trailer_arrived_ns\n{csv}"),
+            )
+            .with_context(|| format!("cannot write {}", path.display()))?;
         }
         let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
         let dropped = u64::from(camera_dropped).max(s.dropped);
