@@ -68,6 +68,10 @@ pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
     if o.frames == 0 {
         anyhow::bail!("--frames must be at least 1");
     }
+    if o.buffers == 0 {
+        anyhow::bail!("--buffers must be at least 1: the camera writes frames only into buffers");
+    }
+    crate::fault::check_faults(&o.faults, 1)?;
     let mut cam_opts = RunOptions::new(ip, "DEMO0001");
     let d = &mut cam_opts.device;
     d.sensor_width = o.width.max(2048);

@@ -55,21 +55,26 @@ pub struct Timed {
     pub every: Option<Duration>,
 }
 
+/// The highest `camN` a fault may name (as many as `--cameras` serves).
+const MAX_CAMERA: usize = 256;
+
+/// A fault's time: `250ms` or `2s`, from 0 to a day. The error is the reason alone; the caller
+/// names the key and the spec.
 fn parse_time(s: &str) -> Result<Duration> {
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1e-3)
     } else if let Some(n) = s.strip_suffix('s') {
         (n, 1.0)
     } else {
-        bail!("time {s:?} needs a unit: 250ms or 2s");
+        bail!("{s} needs a unit, ms or s (250ms, 2s)");
     };
     let v: f64 = num
         .parse()
         .ok()
         .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-        .with_context(|| format!("bad time {s:?}"))?;
+        .with_context(|| format!("{s} is not a time: a number of 0 or more, then ms or s"))?;
     if v * scale > 86_400.0 {
-        bail!("time {s:?} is more than a day");
+        bail!("{s} is more than a day (86400s)");
     }
     Ok(Duration::from_secs_f64(v * scale))
 }
@@ -85,10 +90,16 @@ impl std::str::FromStr for FaultSpec {
             && let Some((n, tail)) = after.split_once(':')
             && n.chars().all(|c| c.is_ascii_digit())
         {
-            let n: usize = n.parse().with_context(what)?;
-            if n == 0 {
-                bail!("{}: cameras count from cam1", what());
-            }
+            let n: usize = n
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_CAMERA).contains(n))
+                .with_context(|| {
+                    format!(
+                        "{}: camN takes a camera number, cam1 to cam{MAX_CAMERA}",
+                        what()
+                    )
+                })?;
             camera = Some(n - 1);
             rest = tail;
         }
@@ -132,7 +143,13 @@ impl std::str::FromStr for FaultSpec {
         }
         let get = |k: &str| keys.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
         if kind.timed() {
-            let time = |k: &str| get(k).map(parse_time).transpose().with_context(what);
+            // the reason in the message itself: clap shows an error's outermost layer only
+            let time = |k: &str| {
+                get(k)
+                    .map(parse_time)
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("{}: {k}={e}", what()))
+            };
             let duration = time("for")?
                 .filter(|d| !d.is_zero())
                 .with_context(|| format!("{}: say how long, for=T (e.g. for=500ms)", what()))?;
@@ -163,12 +180,11 @@ impl std::str::FromStr for FaultSpec {
                     .with_context(|| format!("{}: p must be more than 0 and at most 1", what()))?;
                 Rule::chance(x)
             }
-            (None, Some(n)) => Rule::Every(
-                n.parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .with_context(|| format!("{}: every takes a count of 1 or more", what()))?,
-            ),
+            (None, Some(n)) => {
+                Rule::Every(n.parse().ok().filter(|n| *n >= 1).with_context(|| {
+                    format!("{}: every takes a count from 1 to {}", what(), u32::MAX)
+                })?)
+            }
             (None, None) if kind == FaultKind::ResendUnavailable => Rule::Every(1),
             (None, None) => bail!("{}: say how often, p=P or every=N", what()),
         };
@@ -178,6 +194,59 @@ impl std::str::FromStr for FaultSpec {
             rule,
             timed: None,
         })
+    }
+}
+
+/// Refuse a set of `--fault` options a run cannot honour as written: one naming a camera the run
+/// does not have (`cameras` of them), or one kind twice for the same camera (the engine keeps
+/// one rule per kind, so the second would silently replace the first).
+pub fn check_faults(faults: &[FaultSpec], cameras: usize) -> Result<()> {
+    if let Some(f) = faults
+        .iter()
+        .find(|f| f.camera.is_some_and(|c| c >= cameras))
+    {
+        bail!(
+            "--fault names cam{} but the run has {cameras} camera(s)",
+            f.camera.unwrap_or(0) + 1
+        );
+    }
+    for (i, a) in faults.iter().enumerate() {
+        let overlaps = |b: &&FaultSpec| {
+            b.kind == a.kind && (a.camera.is_none() || b.camera.is_none() || a.camera == b.camera)
+        };
+        if let Some(b) = faults[i + 1..].iter().find(overlaps) {
+            bail!(
+                "--fault {} is given twice for the same camera ({} and {}): one rule per kind \
+                 and camera; give camN: to set each camera's own",
+                a.kind.cli_name(),
+                a.describe(),
+                b.describe()
+            );
+        }
+    }
+    Ok(())
+}
+
+impl FaultSpec {
+    /// The spec as it would be written on the command line.
+    pub fn describe(&self) -> String {
+        let cam = self
+            .camera
+            .map(|c| format!("cam{}:", c + 1))
+            .unwrap_or_default();
+        let when = match (&self.timed, self.rule) {
+            (Some(t), _) => {
+                let mut w = format!("for={:?},at={:?}", t.duration, t.at);
+                if let Some(e) = t.every {
+                    w += &format!(",every={e:?}");
+                }
+                w
+            }
+            (None, Rule::Every(n)) => format!("every={n}"),
+            (None, Rule::Chance(c)) => format!("p={:.4}", f64::from(c) / f64::from(u32::MAX)),
+            (None, Rule::Off) => String::new(),
+        };
+        format!("{cam}{}:{when}", self.kind.cli_name())
     }
 }
 
@@ -537,6 +606,58 @@ mod tests {
             let e = bad.parse::<FaultSpec>().unwrap_err();
             assert!(format!("{e:#}").contains(bad), "{bad}: {e:#}");
         }
+    }
+
+    #[test]
+    fn a_refused_fault_says_why_in_the_message_clap_shows() {
+        // clap prints an error's outermost layer (`{}`), so the reason must be in it
+        for (bad, why) in [
+            ("stall:for=1h,at=0s", "for=1h needs a unit, ms or s"),
+            ("stall:for=-1s,at=0s", "for=-1s is not a time"),
+            ("stall:for=NaNs,at=0s", "for=NaNs is not a time"),
+            ("stall:for=86401s,at=0s", "for=86401s is more than a day"),
+            ("stall:for=1,at=0s", "for=1 needs a unit"),
+            ("stall:for=1s,at=1h", "at=1h needs a unit"),
+            (
+                "cam:loss:p=0.1",
+                "camN takes a camera number, cam1 to cam256",
+            ),
+            (
+                "cam99999999999999999999999:loss:p=0.1",
+                "camN takes a camera number",
+            ),
+            ("cam257:loss:p=0.1", "cam1 to cam256"),
+            (
+                "loss:every=18446744073709551615",
+                "every takes a count from 1 to 4294967295",
+            ),
+        ] {
+            let e = bad.parse::<FaultSpec>().unwrap_err();
+            let shown = format!("{e}");
+            assert!(shown.contains(bad) && shown.contains(why), "{bad}: {shown}");
+        }
+        assert_eq!(spec("loss:every=4294967295").rule, Rule::Every(u32::MAX));
+    }
+
+    #[test]
+    fn one_kind_twice_for_a_camera_is_refused_not_replaced() {
+        let set = |v: &[&str]| v.iter().map(|s| spec(s)).collect::<Vec<_>>();
+        let e = check_faults(&set(&["drop-frame:every=3", "drop-frame:every=5"]), 1).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("drop-frame is given twice for the same camera (drop-frame:every=3 and drop-frame:every=5)"),
+            "{e}"
+        );
+        // a rule for all cameras and one for cam2 overlap on cam2
+        assert!(check_faults(&set(&["loss:p=0.1", "cam2:loss:every=4"]), 2).is_err());
+        // two cameras' own rules, and different kinds, do not
+        check_faults(&set(&["cam1:loss:p=0.1", "cam2:loss:every=4"]), 2).unwrap();
+        check_faults(&set(&["loss:p=0.1", "duplicate:every=4"]), 1).unwrap();
+        let e = check_faults(&set(&["cam3:loss:p=0.1"]), 2).unwrap_err();
+        assert!(
+            e.to_string().contains("names cam3 but the run has 2"),
+            "{e}"
+        );
     }
 
     #[test]

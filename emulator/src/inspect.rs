@@ -164,6 +164,20 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
 
 /// Analyse one captured frame; `None` when it is not a RoCE packet.
 pub fn analyze(index: u64, link: DataLink, data: &[u8], port: u16) -> Option<RocePacket> {
+    analyze_ports(index, link, data, &|_, dst| dst == port)
+}
+
+/// [`analyze`] for a UDP packet whose (source, destination) ports `is_roce` accepts.
+pub fn analyze_ports(
+    index: u64,
+    link: DataLink,
+    data: &[u8],
+    is_roce: &dyn Fn(u16, u16) -> bool,
+) -> Option<RocePacket> {
+    let roce_port = |ip: &[u8], udp: usize| match (be16(ip, udp), be16(ip, udp + 2)) {
+        (Some(s), Some(d)) => is_roce(s, d),
+        _ => false,
+    };
     let (l3, vlan) = link_layer(link, data)?;
     match l3 {
         L3::Ipv4(ip) => {
@@ -171,11 +185,11 @@ pub fn analyze(index: u64, link: DataLink, data: &[u8], port: u16) -> Option<Roc
                 return None;
             }
             let ihl = usize::from(ip[0] & 0x0f) * 4;
-            let honest = ihl >= 20 && ip[9] == 17 && be16(ip, ihl + 2) == Some(port);
+            let honest = ihl >= 20 && ip[9] == 17 && roce_port(ip, ihl);
             // A damaged IHL or protocol byte: rxe assumes a 20-byte header, so do we.
             let hl = if honest {
                 ihl
-            } else if be16(ip, 22) == Some(port) {
+            } else if roce_port(ip, 20) {
                 20
             } else {
                 return None;
@@ -185,7 +199,7 @@ pub fn analyze(index: u64, link: DataLink, data: &[u8], port: u16) -> Option<Roc
             Some(rocev2(index, vlan, src, dst, &ip[..hl], false, &ip[hl..]))
         }
         L3::Ipv6(ip) => {
-            if ip.len() < 40 || be16(ip, 42) != Some(port) {
+            if ip.len() < 40 || !roce_port(ip, 40) {
                 return None;
             }
             let src = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?));
@@ -419,8 +433,33 @@ fn judge(frames: &[Captured], port: u16) -> Vec<RocePacket> {
         .collect()
 }
 
+/// The UDP ports that carry RoCEv2 in a capture, when no `--port` is given: 4791, and every
+/// port of a packet whose ICRC checks as RoCEv2 (a CRC-32 over the whole packet: other traffic
+/// passes it once in 4 billion). So both directions of a conversation on any ports are
+/// followed (a camera and a host on 47910/47911, say), and a damaged packet to one of those
+/// ports is judged, not skipped.
+fn roce_ports(frames: &[Captured]) -> std::collections::BTreeSet<u16> {
+    let mut ports = std::collections::BTreeSet::from([ROCEV2_PORT]);
+    for (link, data, _) in frames {
+        if let Some(p) = analyze_ports(0, *link, data, &|_, _| true)
+            && p.icrc == "ok"
+        {
+            // both ends: a capture taken at one of them holds that end's received packets
+            // with rebuilt headers
+            ports.extend(p.dst_port);
+            ports.extend(p.src_port);
+        }
+    }
+    ports
+}
+
+/// RoCEv2's UDP port.
+const ROCEV2_PORT: u16 = 4791;
+
 /// Run the subcommand; the exit code follows the documented contract (0 good, 1 bad, 2 unreadable).
-pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
+/// `port`: packets to or from this UDP port only; `None`: every conversation found
+/// ([`roce_ports`]).
+pub fn run(path: &Path, port: Option<u16>, json: bool) -> ExitCode {
     let frames = match frames(path) {
         Ok((f, warning)) => {
             if let Some(w) = warning {
@@ -433,10 +472,15 @@ pub fn run(path: &Path, port: u16, json: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let ports = roce_ports(&frames);
+    let is_roce = |src: u16, dst: u16| match port {
+        Some(p) => src == p || dst == p,
+        None => ports.contains(&dst),
+    };
     let mut sum = Summary::default();
     let mut out = String::new();
     for (i, (link, data, rebuilt)) in frames.iter().enumerate() {
-        match analyze(i as u64 + 1, *link, data, port) {
+        match analyze_ports(i as u64 + 1, *link, data, &is_roce) {
             Some(mut p) => {
                 sum.roce_packets += 1;
                 if p.icrc == "ok" {

@@ -27,9 +27,11 @@ enum Command {
     Inspect {
         /// The capture (pcap or pcapng; Ethernet, Linux cooked v1/v2 or raw IP link types).
         file: PathBuf,
-        /// UDP destination port that marks RoCEv2 traffic.
-        #[arg(long, default_value_t = 4791)]
-        port: u16,
+        /// Check only packets to or from this UDP port. Default: 4791 and every port a packet
+        /// with a valid RoCEv2 ICRC was sent to or from, so both directions of a conversation
+        /// on any ports are followed.
+        #[arg(long)]
+        port: Option<u16>,
         /// Print JSON lines instead of text (fields documented in the README).
         #[arg(long)]
         json: bool,
@@ -64,11 +66,11 @@ struct DemoArgs {
     /// Seed for the loss (reproducible) and the noise pattern.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Host frame buffers.
+    /// Host frame buffers (1 or more).
     #[arg(long, default_value_t = 16)]
     buffers: u32,
-    /// Print the summary as one JSON line (the last line on stdout): the host's fields, and
-    /// the camera's under "camera".
+    /// Print the summary as one JSON line, alone on stdout (the human lines go to stderr): the
+    /// host's fields, and the camera's under "camera".
     #[arg(long)]
     json: bool,
     /// Inject a fault (repeatable): [camN:]KIND[:KEY=VALUE,...]. KIND is loss, reorder,
@@ -138,8 +140,8 @@ struct RunArgs {
     #[arg(long, value_name = "PATH")]
     images: Option<String>,
     /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT
-    /// (Mono8, Mono16, RGB8 or a Bayer 8-bit).
-    #[arg(long, value_name = "WxH:FORMAT")]
+    /// (Mono8, Mono16, RGB8 or a Bayer 8-bit). Only with --images.
+    #[arg(long, value_name = "WxH:FORMAT", requires = "images")]
     raw_format: Option<rdmacam_io::images::RawFormat>,
     /// Pixel format: Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
@@ -150,8 +152,9 @@ struct RunArgs {
     /// Frames per second (a host can change it through AcquisitionFrameRate).
     #[arg(long, default_value_t = 30.0)]
     fps: f32,
-    /// Serial number, also the GenICam DeviceID.
-    #[arg(long, default_value = "RDMACAM0001")]
+    /// Serial number, also the GenICam DeviceID: at most 16 bytes (the bootstrap register's
+    /// size; with several cameras, 16 with the -N each gets appended).
+    #[arg(long, default_value = "RDMACAM0001", value_parser = parse_serial)]
     serial: String,
     /// Drive the camera's input Line0 with this many pulses per second (a square wave): a
     /// host that sets TriggerSource Line0 (and TriggerMode On) gets one frame per rising edge,
@@ -164,15 +167,15 @@ struct RunArgs {
     /// Seed of the Noise pattern.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long)]
-    duration: Option<f64>,
-    /// Link speed in Mbit/s (GevLinkSpeed): no packet leaves faster than this, GVSP or ORSP
+    /// Stop after this many seconds (more than 0, at most a year; default: run until Ctrl-C).
+    #[arg(long, value_parser = rdmacam_io::clock::parse_seconds)]
+    duration: Option<std::time::Duration>,
+    /// Link speed in Mbit/s (GevLinkSpeed, 1 or more): no packet leaves faster than this, GVSP or ORSP
     /// (ORSP's RoCEv2 also slows down on CNPs, with DCQCN). Default 1000 with --transport gvsp
     /// (a GigE camera, a pace a host on the same 2-core machine keeps up with; at 10000 aravis
     /// on a loaded machine loses packets faster than it can ask for them), 10000 with udp and
     /// verbs (a 10G RoCE NIC).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     link_mbps: Option<u32>,
     /// Rate of the first frame of each acquisition, Mbit/s (0 = link speed): hosts such as
     /// aravis size their socket buffer only when that frame arrives.
@@ -202,13 +205,13 @@ struct RunArgs {
     #[arg(long)]
     device: Option<String>,
     /// UDP port the camera receives RoCEv2 on (--transport udp).
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = 4791, value_parser = clap::value_parser!(u16).range(1..))]
     roce_port: u16,
     /// UDP port hosts receive RoCEv2 on.
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = 4791, value_parser = clap::value_parser!(u16).range(1..))]
     host_roce_port: u16,
     /// GVCP port.
-    #[arg(long, default_value_t = 3956)]
+    #[arg(long, default_value_t = 3956, value_parser = clap::value_parser!(u16).range(1..))]
     gvcp_port: u16,
     /// Write every RoCEv2 packet sent and received to this pcapng file (received ones with their
     /// IP/UDP header reconstructed, marked in a packet comment).
@@ -230,8 +233,8 @@ struct RunArgs {
     /// they choose through the FaultInjection features. See docs/virtual-camera.md.
     #[arg(long = "fault", value_name = "SPEC")]
     faults: Vec<rdmacam::fault::FaultSpec>,
-    /// When the cameras stop, print their summary as one JSON line on stdout (after the text
-    /// lines): {"cameras": [...]}, fields in docs/virtual-camera.md.
+    /// When the cameras stop, print their summary as one JSON line, alone on stdout (the text
+    /// lines go to stderr): {"cameras": [...]}, fields in docs/virtual-camera.md.
     #[arg(long)]
     json: bool,
 }
@@ -247,6 +250,16 @@ fn parse_pattern(s: &str) -> Result<Pattern, String> {
     })
 }
 
+fn parse_serial(s: &str) -> Result<String, String> {
+    if s.len() > 16 {
+        return Err(format!(
+            "{s:?} is {} bytes, longer than a GigE Vision serial (16 bytes)",
+            s.len()
+        ));
+    }
+    Ok(s.to_string())
+}
+
 fn parse_version(s: &str) -> Result<(u16, u16), String> {
     let (a, b) = s.split_once('.').ok_or("expected MAJOR.MINOR, e.g. 2.2")?;
     Ok((
@@ -260,12 +273,7 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
         eprintln!("rdmacam demo: --loss must be in 0..1");
         return ExitCode::from(2);
     }
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging("warn");
     let o = rdmacam::demo::DemoOptions {
         width: a.width,
         height: a.height,
@@ -281,10 +289,12 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
     };
     match rdmacam::demo::demo(&o) {
         Ok(s) => {
-            println!("{}", s.host.line());
-            println!("{}", s.camera.line());
+            // with --json, stdout holds the JSON alone (`| jq`), the human lines go to stderr
             if a.json {
+                eprintln!("{}\n{}", s.host.line(), s.camera.line());
                 println!("{}", serde_json::to_string(&s).expect("serialisable"));
+            } else {
+                println!("{}\n{}", s.host.line(), s.camera.line());
             }
             if s.host.ok() {
                 ExitCode::SUCCESS
@@ -299,12 +309,18 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Log to stderr at `level` (or `RUST_LOG`), in colour only on a terminal and without
+/// `NO_COLOR` (no-color.org): a log file or a pipe gets plain text.
+fn init_logging(level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
 }
 
@@ -314,7 +330,7 @@ fn main() -> ExitCode {
         Command::Inspect { file, port, json } => inspect::run(&file, port, json),
         Command::Demo(a) => demo_cmd(a),
         Command::Run(a) => {
-            init_logging();
+            init_logging("info");
             let images = match &a.images {
                 Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {
                     Ok(set) => Some(std::sync::Arc::new(set)),
@@ -344,7 +360,7 @@ fn main() -> ExitCode {
             let opts = RunOptions {
                 images: images.clone(),
                 seed: a.seed,
-                duration: a.duration.map(std::time::Duration::from_secs_f64),
+                duration: a.duration,
                 trigger_hz: a.trigger_hz,
                 roce: a.transport == Transport::Udp,
                 roce_port: a.roce_port,
@@ -384,8 +400,13 @@ fn main() -> ExitCode {
             };
             match r {
                 Ok(cameras) => {
+                    // with --json, stdout holds the JSON alone, the human lines go to stderr
                     for c in &cameras {
-                        println!("{}", c.line());
+                        if a.json {
+                            eprintln!("{}", c.line());
+                        } else {
+                            println!("{}", c.line());
+                        }
                     }
                     if a.json {
                         println!("{}", serde_json::json!({ "cameras": cameras }));

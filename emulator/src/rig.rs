@@ -31,6 +31,9 @@ use serde::Deserialize;
 
 use crate::run::RunOptions;
 
+/// The most cameras one process serves (a rig, or `--cameras`).
+pub const MAX_CAMERAS: usize = 256;
+
 /// One camera of a rig file.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +78,12 @@ impl Rig {
         let rig: Rig = toml::from_str(text)?;
         if rig.camera.is_empty() {
             bail!("a rig needs at least one [[camera]]");
+        }
+        if rig.camera.len() > MAX_CAMERAS {
+            bail!(
+                "the rig has {} cameras; at most {MAX_CAMERAS} (as --cameras) in one process",
+                rig.camera.len()
+            );
         }
         let mut seen = HashSet::new();
         for c in &rig.camera {
@@ -183,6 +192,15 @@ fps = 60
         assert_eq!(rig.camera[0].serial.as_deref(), Some("LEFT"));
         assert_eq!(rig.camera[1].fps, Some(60.0));
         assert!(Rig::parse("").is_err());
+        let many: String = (0..257)
+            .map(|k| format!("[[camera]]\nip = \"127.0.{}.{}\"\n", k / 200, 1 + k % 200))
+            .collect();
+        assert!(
+            Rig::parse(&many)
+                .unwrap_err()
+                .to_string()
+                .contains("the rig has 257 cameras; at most 256"),
+        );
         assert!(
             Rig::parse("[[camera]]\nip = \"127.0.0.1\"\n[[camera]]\nip = \"127.0.0.1\"\n").is_err()
         );

@@ -152,8 +152,8 @@ fn stop(cam: Child) -> Vec<Value> {
         .status();
     let out = cam.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    // with --json, stdout is the JSON alone
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     v["cameras"].as_array().unwrap().clone()
 }
 

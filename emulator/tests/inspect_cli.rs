@@ -321,3 +321,75 @@ fn a_capture_from_the_soft_roce_vm_with_a_cut_tail_reads_and_flags_rebuilt_heade
         "{stdout}"
     );
 }
+
+mod common;
+
+#[test]
+fn both_directions_of_a_conversation_on_any_ports_are_followed() {
+    // a camera and a host on ports other than 4791 (as the README's loopback pair): the
+    // camera's own capture holds its WRITEs and SENDs to the host's port, and the host's
+    // ACKs to its port (received: headers rebuilt, so unverifiable, yet RoCE)
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("pair.pcapng");
+    let ports = (19592, 17954, 17955);
+    let cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args([
+            "run",
+            "--transport",
+            "udp",
+            "--ip",
+            "127.0.0.1",
+            "--gvcp-port",
+            "19592",
+        ])
+        .args([
+            "--roce-port",
+            "17954",
+            "--host-roce-port",
+            "17955",
+            "--duration",
+            "4",
+        ])
+        .args(["--width", "64", "--height", "16", "--pcap"])
+        .arg(&cap)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_for_discovery(
+        std::net::Ipv4Addr::LOCALHOST,
+        19592,
+        Duration::from_secs(10),
+    );
+    let lo = std::net::Ipv4Addr::LOCALHOST;
+    let r = rdmacam_hil::run::run_host(
+        &common::host_options(lo, lo, ports, 3),
+        &Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap();
+    assert_eq!(r.frames_received, 3, "{r:?}");
+    assert!(cam.wait_with_output().unwrap().status.success());
+    // before: nothing, the default --port 4791 matched neither end
+    let (code, out, err) = inspect(&[cap.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let packets: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v.get("summary").is_none())
+        .collect();
+    let to = |port: u64| {
+        packets
+            .iter()
+            .filter(|p| p["dst_port"].as_u64() == Some(port))
+            .map(|p| p["opcode"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    // the camera's WRITEs to the host's port, the host's ACKs to the camera's
+    assert!(to(17955).iter().any(|o| o.contains("WRITE")), "{out}");
+    assert!(to(17954).iter().any(|o| o.contains("ACKNOWLEDGE")), "{out}");
+    assert!(packets.iter().all(|p| p["icrc"] != "bad"), "{out}");
+    let (_, text, _) = inspect(&[cap.to_str().unwrap()]);
+    assert!(text.contains("0 with a bad ICRC"), "{text}");
+}

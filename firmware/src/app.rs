@@ -181,9 +181,12 @@ pub async fn run<S: FrameSource>(
             }
         }
         // the message channel: acknowledges in, events (and their resends) out
-        while let Poll::Ready(Ok((n, _))) = msg.poll_recv_from(datagram, &mut noop) {
+        while let Poll::Ready(Ok((n, meta))) = msg.poll_recv_from(datagram, &mut noop) {
             busy = true;
-            cam.device_mut().handle_message(&datagram[..n]);
+            if let Some(ip) = v4(meta.endpoint.addr) {
+                let from = SocketAddrV4::new(ip, meta.endpoint.port);
+                cam.device_mut().handle_message(from, &datagram[..n]);
+            }
         }
         while let Some(m) = cam.device_mut().poll_message(now(), out) {
             busy = true;

@@ -52,13 +52,27 @@ impl std::str::FromStr for RawFormat {
         ) {
             bail!("raw files in {format} are not read: Mono8, Mono16, RGB8 or a Bayer 8-bit");
         }
+        let side = |v: &str, what: &str| -> Result<u32> {
+            v.parse()
+                .ok()
+                .filter(|v| (1..=MAX_SIDE).contains(v))
+                .with_context(|| format!("raw {what} {v:?}: a number from 1 to {MAX_SIDE}"))
+        };
         Ok(RawFormat {
-            width: w.parse().context("raw width")?,
-            height: h.parse().context("raw height")?,
+            width: side(w, "width")?,
+            height: side(h, "height")?,
             pixel_format,
         })
     }
 }
+
+/// The longest image side read (the camera's largest sensor): it also keeps every size
+/// computed from a raw format far from overflowing.
+pub const MAX_SIDE: u32 = 16_384;
+
+/// The most memory a set of images may hold, at 16 bits per sample (a 16384 x 16384 grey
+/// image takes 512 MiB, a colour one 1.5 GiB).
+pub const MAX_SET_BYTES: u64 = 1 << 30;
 
 /// One decoded image, 16 bits per sample.
 #[derive(Debug, Clone)]
@@ -79,19 +93,6 @@ pub struct ImageSet {
 const EXTENSIONS: &[&str] = &[
     "png", "tif", "tiff", "pgm", "ppm", "pnm", "pbm", "bmp", "raw",
 ];
-
-/// Whether `name` matches `pattern` (`*` any run, `?` one character).
-fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
-    match (pattern.first(), name.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => {
-            glob_match(&pattern[1..], name) || (!name.is_empty() && glob_match(pattern, &name[1..]))
-        }
-        (Some(b'?'), Some(_)) => glob_match(&pattern[1..], &name[1..]),
-        (Some(p), Some(n)) if p == n => glob_match(&pattern[1..], &name[1..]),
-        _ => false,
-    }
-}
 
 /// The files `spec` names: one file, every image file of a directory, or a glob in the last
 /// path component (`frames/*.png`), sorted by name.
@@ -122,9 +123,12 @@ pub fn files(spec: &str) -> Result<Vec<PathBuf>> {
         if dir.is_some_and(|d| d.to_string_lossy().contains(['*', '?'])) {
             bail!("--images: only the last path component may hold * or ?");
         }
-        listed(dir.unwrap_or(Path::new(".")), &|n| {
-            glob_match(pattern.as_bytes(), n.as_bytes())
-        })?
+        // globset compiles the pattern to an automaton: linear in the name, where a
+        // backtracking matcher took seconds for `*a*a*a*a*b` against one long name
+        let glob = globset::Glob::new(pattern)
+            .with_context(|| format!("--images {spec}: not a glob"))?
+            .compile_matcher();
+        listed(dir.unwrap_or(Path::new(".")), &|n| glob.is_match(n))?
     } else if path.is_file() {
         vec![path.to_path_buf()]
     } else {
@@ -136,12 +140,43 @@ pub fn files(spec: &str) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-fn decode(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32, Pixels)> {
-    let is_raw = path
-        .extension()
+impl Pixels {
+    /// Memory held.
+    fn bytes(&self) -> u64 {
+        match self {
+            Pixels::Gray(p) => 2 * p.len() as u64,
+            Pixels::Rgb(p) => 6 * p.len() as u64,
+        }
+    }
+}
+
+fn is_raw(path: &Path) -> bool {
+    path.extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("raw"));
-    if is_raw {
+        .is_some_and(|e| e.eq_ignore_ascii_case("raw"))
+}
+
+/// An image's size from its header (or the raw format) without decoding it.
+fn dimensions(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32)> {
+    if is_raw(path) {
+        return match raw {
+            Some(r) => Ok((r.width, r.height)),
+            None => bail!(
+                "{}: a raw file needs --raw-format WIDTHxHEIGHT:FORMAT",
+                path.display()
+            ),
+        };
+    }
+    image::ImageReader::open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?
+        .with_guessed_format()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .into_dimensions()
+        .with_context(|| format!("{} is not an image this build reads", path.display()))
+}
+
+fn decode(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32, Pixels)> {
+    if is_raw(path) {
         let r = raw.with_context(|| {
             format!(
                 "{}: a raw file needs --raw-format WIDTHxHEIGHT:FORMAT",
@@ -198,24 +233,60 @@ impl ImageSet {
     /// Load the images `spec` names ([`files`]); raw files need `raw`.
     pub fn load(spec: &str, raw: Option<RawFormat>) -> Result<ImageSet> {
         let names = files(spec)?;
-        let mut images = Vec::with_capacity(names.len());
-        let mut size = None;
+        // every header first (cheap): sizes checked and the set's memory bounded before a
+        // pixel is decoded
+        let mut size: Option<(u32, u32, &Path)> = None;
+        let mut least: u64 = 0;
         for n in &names {
-            let (w, h, px) = decode(n, raw)?;
+            let (w, h) = dimensions(n, raw)?;
+            if !(16..=MAX_SIDE).contains(&w) || !(1..=MAX_SIDE).contains(&h) {
+                bail!(
+                    "{}: {w}x{h}; images are 16 to {MAX_SIDE} pixels wide and 1 to {MAX_SIDE} \
+                     lines high",
+                    n.display()
+                );
+            }
             match size {
-                None => size = Some((w, h, n.clone())),
-                Some((sw, sh, ref first)) if (sw, sh) != (w, h) => bail!(
+                None => size = Some((w, h, n)),
+                Some((sw, sh, first)) if (sw, sh) != (w, h) => bail!(
                     "{} is {w}x{h} but {} is {sw}x{sh}: the images of a camera share one size",
                     n.display(),
                     first.display()
                 ),
                 Some(_) => {}
             }
-            images.push(px);
+            // grey: 2 bytes a pixel at least
+            least += 2 * u64::from(w) * u64::from(h);
+        }
+        let too_much = |held: u64| {
+            anyhow::anyhow!(
+                "--images {spec}: {} images take {} MiB at 16 bits per sample, more than the \
+                 {} MiB a set may hold; fewer or smaller images",
+                names.len(),
+                held.div_ceil(1 << 20),
+                MAX_SET_BYTES >> 20
+            )
+        };
+        if least > MAX_SET_BYTES {
+            return Err(too_much(least));
         }
         let (width, height, _) = size.expect("files() never returns an empty list");
-        if width < 16 || height < 1 {
-            bail!("{width}x{height}: images must be at least 16x1");
+        let mut images = Vec::with_capacity(names.len());
+        let mut held: u64 = 0;
+        for n in &names {
+            let (w, h, px) = decode(n, raw)?;
+            if (w, h) != (width, height) {
+                bail!(
+                    "{}: {w}x{h} decoded, its header said {width}x{height}",
+                    n.display()
+                );
+            }
+            // colour takes three times grey
+            held += px.bytes();
+            if held > MAX_SET_BYTES {
+                return Err(too_much(held));
+            }
+            images.push(px);
         }
         Ok(ImageSet {
             names,
@@ -464,6 +535,76 @@ mod tests {
         set.render(0, &spec(16, 2, 0, 0, PixelFormat::Mono8), &mut out);
         assert_eq!(out, vec![7u8; 32]);
         assert!(ImageSet::load(raw, Some("16x3:Mono8".parse().unwrap())).is_err());
+    }
+
+    /// A grey PNG whose header says `w` x `h` (its pixels are a 16x1 image's): what a reader
+    /// learns before decoding, without writing gigabytes.
+    fn png_claiming(dir: &Path, name: &str, w: u32, h: u32) -> PathBuf {
+        let p = dir.join(name);
+        image::GrayImage::new(16, 1).save(&p).unwrap();
+        let mut b = std::fs::read(&p).unwrap();
+        // signature (8), IHDR length (4), "IHDR" at 12, width at 16, height at 20, CRC at 29
+        b[16..20].copy_from_slice(&w.to_be_bytes());
+        b[20..24].copy_from_slice(&h.to_be_bytes());
+        let crc = crc32fast::hash(&b[12..29]);
+        b[29..33].copy_from_slice(&crc.to_be_bytes());
+        std::fs::write(&p, b).unwrap();
+        p
+    }
+
+    #[test]
+    fn sizes_and_sets_past_the_limits_are_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // a raw size whose byte count would wrap: refused as a raw format, not passed on
+        let e = "2147516416x4294901761:Mono16"
+            .parse::<RawFormat>()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("raw width \"2147516416\": a number from 1 to 16384"),
+            "{e}"
+        );
+        assert!("16x0:Mono8".parse::<RawFormat>().is_err());
+        // four 16384x16384 grey images: 2 GiB held, refused from their headers alone
+        for k in 0..4 {
+            png_claiming(dir.path(), &format!("big{k}.png"), 16_384, 16_384);
+        }
+        let e = ImageSet::load(dir.path().to_str().unwrap(), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("4 images take 2048 MiB at 16 bits per sample, more than the 1024 MiB"),
+            "{e}"
+        );
+        // too small and too wide: the message names the file
+        let small = dir.path().join("one.png");
+        image::GrayImage::new(1, 1).save(&small).unwrap();
+        let e = format!(
+            "{:#}",
+            ImageSet::load(small.to_str().unwrap(), None).unwrap_err()
+        );
+        assert!(e.contains("one.png: 1x1; images are 16 to 16384"), "{e}");
+        let wide = png_claiming(dir.path(), "wide.png", 20_000, 2);
+        let e = format!(
+            "{:#}",
+            ImageSet::load(wide.to_str().unwrap(), None).unwrap_err()
+        );
+        assert!(e.contains("wide.png: 20000x2"), "{e}");
+    }
+
+    #[test]
+    fn a_glob_with_many_stars_matches_in_linear_time() {
+        // `*a*a*a*a*a*a*b` against a 205-character name of a's: a backtracking matcher tries
+        // ~C(205, 6) splits (minutes); an automaton reads the name once
+        let dir = tempfile::tempdir().unwrap();
+        let long = format!("{}.png", "a".repeat(201));
+        colour_png(dir.path(), &long);
+        colour_png(dir.path(), "aab.png");
+        let glob = format!("{}/*a*a*a*a*a*a*b.png", dir.path().display());
+        let e = format!("{:#}", ImageSet::load(&glob, None).unwrap_err());
+        assert!(e.contains("no image files"), "{e}");
+        let glob = format!("{}/*a*b.png", dir.path().display());
+        let set = ImageSet::load(&glob, None).unwrap();
+        assert!(set.len() == 1 && set.name(0).ends_with("aab.png"));
     }
 
     #[test]

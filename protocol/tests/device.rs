@@ -143,6 +143,26 @@ fn genicam_xml_is_readable_through_the_first_url() {
 }
 
 #[test]
+fn nobody_writes_without_control_not_even_while_nobody_holds_it() {
+    // a camera nobody controls: a bystander's writes are refused with a status it can read,
+    // the stream destination, the image and fault injection alike; reads stay open
+    let mut d = device();
+    for (addr, v) in [
+        (regs::FAULT_INJECT, 1),
+        (regs::SCDA0, u32::from(*HOST_B.ip())),
+        (regs::WIDTH, 32),
+        (regs::HEARTBEAT_TIMEOUT, 600_000),
+    ] {
+        assert_eq!(write(&mut d, 0, HOST_B, addr, v), 0x8006, "{addr:#x}");
+    }
+    assert_eq!(read(&mut d, 0, HOST_B, regs::WIDTH), (0, 64));
+    assert_eq!(read(&mut d, 0, HOST_B, regs::SCDA0), (0, 0));
+    // taking control is the one write open to all; then that host writes
+    assert_eq!(write(&mut d, 1, HOST_B, regs::CCP, 2), 0);
+    assert_eq!(write(&mut d, 1, HOST_B, regs::WIDTH, 32), 0);
+}
+
+#[test]
 fn second_host_can_neither_take_control_nor_write() {
     let mut d = device();
     assert_eq!(write(&mut d, 0, HOST_A, regs::CCP, 2), 0);

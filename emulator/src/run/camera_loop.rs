@@ -29,6 +29,14 @@ use super::summary::{CameraSummary, device_summary};
 use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, new_camera_with};
 use crate::fault::FaultEngine;
 
+/// The longest an idle camera sleeps without a timer due: how soon it sees the stop flag
+/// (Ctrl-C, another camera of the rig failing).
+const IDLE_MAX: Duration = Duration::from_millis(50);
+
+/// How often a camera on the verbs transport looks for completions while idle.
+#[cfg(feature = "verbs")]
+const VERBS_POLL: Duration = Duration::from_micros(500);
+
 /// The camera's RoCEv2 socket and what its transmit paths keep between turns.
 struct RoceLink {
     socket: RoceSocket,
@@ -442,9 +450,11 @@ impl CameraLoop {
         let mut any = false;
         loop {
             match self.message_sock.recv_from(&mut self.rx) {
-                Ok((n, _)) => {
+                Ok((n, from)) => {
                     any = true;
-                    self.cam.device_mut().handle_message(&self.rx[..n]);
+                    if let std::net::SocketAddr::V4(from) = from {
+                        self.cam.device_mut().handle_message(from, &self.rx[..n]);
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return any,
                 Err(e) => {
@@ -469,15 +479,18 @@ impl CameraLoop {
         busy
     }
 
-    /// Line0: a square wave of `--trigger-hz`, high for the first half of each period.
+    /// Line0: a square wave of `--trigger-hz`, high for the first half of each period. The
+    /// device sees each edge at the time it happened, as an input latched in hardware, not when
+    /// this loop woke to notice it: on a loaded machine a wake-up can come milliseconds late,
+    /// and the frame's trigger time and timestamp would move with it.
     fn drive_line0(&mut self) {
         if let Some(hz) = self.opts.trigger_hz {
-            let phase = (self.t0.elapsed().as_secs_f64() * hz).fract();
-            let level = phase < 0.5;
+            let halves = (self.t0.elapsed().as_secs_f64() * hz * 2.0).floor();
+            let level = halves % 2.0 == 0.0;
             if level != self.line0 {
                 self.line0 = level;
-                let now = self.now();
-                self.cam.device_mut().set_line0(now, level);
+                let edge = Instant::from_nanos((halves / (2.0 * hz) * 1e9) as u64);
+                self.cam.device_mut().set_line0(edge, level);
             }
         }
     }
@@ -678,12 +691,23 @@ impl CameraLoop {
     /// Nothing moved this turn: wait for a packet (an ACK, a command) or the next timer.
     fn idle(&mut self) {
         let now = self.now();
+        // asleep until a packet arrives or a timer is due: the device's timers (frames,
+        // heartbeat, events, actions, the RC transport) say when; an idle camera used to wake
+        // every 500 us regardless (6 % of a core each, 300 saturated two cores)
         let mut wait = self
             .cam
             .poll_timeout()
             .map(|t| Duration::from_nanos(t.0.saturating_sub(now.0)))
-            .unwrap_or(Duration::from_millis(1))
-            .min(Duration::from_micros(500));
+            .unwrap_or(IDLE_MAX)
+            .min(IDLE_MAX);
+        if let Some(d) = self.opts.duration {
+            wait = wait.min(d.saturating_sub(self.t0.elapsed()));
+        }
+        #[cfg(feature = "verbs")]
+        if self.verbs.is_some() {
+            // completions have no descriptor here: look for them often
+            wait = wait.min(VERBS_POLL);
+        }
         if let Some(d) = self.faults.next_change(StdInstant::now()) {
             wait = wait.min(d);
         }
@@ -717,6 +741,7 @@ impl CameraLoop {
         // verbs transport's completions have no descriptor here and wait out the timeout.
         if !wait.is_zero() {
             self.ready = Some(self.readiness(wait));
+            self.summary.idle_wakeups += 1;
         }
     }
 
@@ -725,6 +750,8 @@ impl CameraLoop {
         if let Some(mut f) = self.latency_log.take() {
             f.flush()?;
         }
+        // a connection still up: its transport line is due (one that ended was logged then)
+        let live = self.rc_connected;
         self.take_rc_counters();
         self.summary.add(&device_summary(&self.cam));
         let mut injected = self.faults.wire_counts();
@@ -741,7 +768,9 @@ impl CameraLoop {
             d.action_counters(),
         );
         let missed = d.frame_triggers_missed();
-        log_rc(&self.cam);
+        if live {
+            log_rc(&self.cam);
+        }
         info!(
             frame_triggers_missed = missed,
             events_sent = ev.sent,
@@ -749,20 +778,40 @@ impl CameraLoop {
             events_acknowledged = ev.acknowledged,
             events_unacknowledged = ev.unacknowledged,
             events_dropped = ev.dropped,
+            event_acks_foreign = ev.foreign_acks,
             actions_fired = ac.fired,
             actions_late = ac.late,
             actions_refused = ac.refused,
+            actions_displaced = ac.displaced,
             "triggers, events and actions"
         );
+        // what ran, once: GVSP's counters when it streamed, ORSP's when a host connected
+        let mut ran = Vec::new();
+        if s.frames_sent > 0 || s.resend_requests > 0 {
+            ran.push(format!(
+                "GVSP {} frames, {} packets, {} resent of {} resend requests ({} unavailable)",
+                s.frames_sent,
+                s.packets_sent,
+                s.packets_resent,
+                s.resend_requests,
+                s.resend_unavailable
+            ));
+        }
+        let sum = &self.summary;
+        if sum.orsp_connections > 0 {
+            ran.push(format!(
+                "ORSP {} frames, {} dropped, {} connections",
+                sum.orsp_frames, sum.orsp_frames_dropped, sum.orsp_connections
+            ));
+        }
+        if ran.is_empty() {
+            ran.push("no frames streamed".into());
+        }
         info!(
-            frames = s.frames_sent,
-            packets = s.packets_sent,
-            resent = s.packets_resent,
-            resend_requests = s.resend_requests,
-            resend_unavailable = s.resend_unavailable,
             gvcp_commands = g.commands,
             gvcp_errors = g.errors,
-            "camera stopped"
+            "camera stopped: {}",
+            ran.join("; ")
         );
         Ok(self.summary)
     }

@@ -148,6 +148,14 @@ impl RunOptions {
     pub fn validate(&self) -> Result<()> {
         use rdmacam_protocol::device::features::{Kind, Limit, by_name};
         let d = &self.device;
+        if d.link_speed_mbps == 0 {
+            bail!("--link-mbps 0: a link speed is 1 Mbit/s or more");
+        }
+        if self.gvcp_port == 0 || self.roce_port == 0 || self.host_roce_port == 0 {
+            bail!(
+                "port 0 is not a port a host can reach: give --gvcp-port, --roce-port and --host-roce-port 1..65535"
+            );
+        }
         let fixed_min = |name: &str| match by_name(name).map(|f| f.kind) {
             Some(Kind::Int {
                 min: Limit::Fixed(m),
@@ -259,7 +267,7 @@ pub fn run_cameras(
     ips: &[Ipv4Addr],
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<CameraSummary>> {
-    fault_targets_exist(&opts.faults, ips.len())?;
+    crate::fault::check_faults(&opts.faults, ips.len())?;
     if let [ip] = ips {
         let serial = opts.device.serial.clone();
         return Ok(vec![run(opts.at(*ip, &serial), stop)?]);
@@ -281,20 +289,6 @@ pub fn run_cameras(
     run_all(all, stop)
 }
 
-/// Refuse a `--fault camN:` for a camera the run does not have.
-fn fault_targets_exist(faults: &[crate::fault::FaultSpec], cameras: usize) -> Result<()> {
-    if let Some(f) = faults
-        .iter()
-        .find(|f| f.camera.is_some_and(|c| c >= cameras))
-    {
-        bail!(
-            "--fault names cam{} but the run has {cameras} camera(s)",
-            f.camera.unwrap_or(0) + 1
-        );
-    }
-    Ok(())
-}
-
 /// Serve one camera per entry of `all`, each on its own thread. The first camera that fails to
 /// start or fails stops them all, and its error is returned.
 pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<CameraSummary>> {
@@ -309,7 +303,7 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<Camera
             ..o
         })
         .collect();
-    fault_targets_exist(&all[0].faults, all.len())?;
+    crate::fault::check_faults(&all[0].faults, all.len())?;
     if all.len() > 1
         && all
             .iter()

@@ -42,6 +42,9 @@ pub struct CameraSummary {
     /// Datagrams that arrived while the camera was silent (a silence or reboot fault) and were
     /// lost with it, as on a pulled cable.
     pub silenced: u64,
+    /// Times the camera slept with nothing to do and woke again (a packet or a timer): an
+    /// idle camera sleeps until one is due.
+    pub idle_wakeups: u64,
 }
 
 impl CameraSummary {

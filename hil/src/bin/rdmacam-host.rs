@@ -41,9 +41,9 @@ struct Args {
     /// Frames to receive (MultiFrame); default: until --duration or Ctrl-C.
     #[arg(long)]
     frames: Option<u64>,
-    /// Seconds to stream when --frames is not given.
-    #[arg(long)]
-    duration: Option<f64>,
+    /// Seconds to stream when --frames is not given (more than 0, at most a year).
+    #[arg(long, value_parser = rdmacam_io::clock::parse_seconds)]
+    duration: Option<Duration>,
     /// Frame rate to ask the camera for.
     #[arg(long)]
     fps: Option<f32>,
@@ -139,7 +139,6 @@ fn main() -> ExitCode {
         frames: a.frames,
         duration: a
             .duration
-            .map(Duration::from_secs_f64)
             .or(a.frames.is_none().then(|| Duration::from_secs(10))),
         loss: 0.0,
         seed: a.seed,

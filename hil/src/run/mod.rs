@@ -304,12 +304,15 @@ impl Summary {
         self.frames_bad == 0 && self.frames_received + self.frames_dropped >= self.frames_expected
     }
 
-    /// Print the human line and, with `json`, the JSON line after it (both stdout); the exit code
-    /// the contract gives: 0 all good, 1 a frame bad or missing.
+    /// Print the human line (stdout), or with `json` the JSON line alone on stdout and the human
+    /// line on stderr (so `| jq` reads it); the exit code the contract gives: 0 all good, 1 a
+    /// frame bad or missing.
     pub fn report(&self, json: bool) -> std::process::ExitCode {
-        println!("{}", self.line());
         if json {
+            eprintln!("{}", self.line());
             println!("{}", serde_json::to_string(self).expect("serialisable"));
+        } else {
+            println!("{}", self.line());
         }
         if self.ok() {
             std::process::ExitCode::SUCCESS

@@ -9,6 +9,12 @@
 //! broadcast for others); one that fires is acknowledged if the host asked, with ACTION_LATE
 //! when its time had already passed (it fires at once). Actions count only while a host holds
 //! control, unless ActionUnconditionalMode is on.
+//!
+//! Anyone who knows the keys may send one (they are broadcasts), so the queue of scheduled
+//! actions is guarded: an action more than [`MAX_AHEAD_NS`] ahead is refused
+//! (INVALID_PARAMETER), and when the queue is full the controlling host's action takes the
+//! place of the latest one another host scheduled (counted as displaced) rather than getting
+//! OVERFLOW: a bystander cannot lock the controller out of its own scheduled actions.
 
 use heapless::Vec;
 
@@ -19,6 +25,18 @@ use crate::gev::status;
 pub const FLAG_SCHEDULED: u8 = 0x80;
 /// Scheduled actions the camera holds at once.
 pub const QUEUE: usize = 8;
+
+/// How far ahead of the device's clock an action may be scheduled: a minute (ticks are ns).
+pub const MAX_AHEAD_NS: u64 = 60_000_000_000;
+
+/// Who sent an action command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    /// The host holding control.
+    Controller,
+    /// Any other host.
+    Other,
+}
 
 /// Action counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,6 +50,8 @@ pub struct ActionCounters {
     pub refused: u64,
     /// Scheduled actions whose time had passed when they came (fired at once).
     pub late: u64,
+    /// Scheduled actions of other hosts dropped from a full queue for the controller's.
+    pub displaced: u64,
 }
 
 /// What a command asks of the device.
@@ -52,7 +72,8 @@ pub enum ActionOutcome {
 pub struct Actions {
     device_key: u32,
     groups: [(u32, u32); regs::ACTIONS as usize],
-    scheduled: Vec<(u64, u8), QUEUE>,
+    /// (time, signals, scheduled by the controller)
+    scheduled: Vec<(u64, u8, bool), QUEUE>,
     counters: ActionCounters,
 }
 
@@ -111,14 +132,15 @@ impl Actions {
         self.scheduled.clear();
     }
 
-    /// An ACTION_CMD with `flags` and `payload` at device time `now_ticks`; `allowed`: a host
-    /// holds control or actions are unconditional.
+    /// An ACTION_CMD with `flags` and `payload` at device time `now_ticks` from `from`;
+    /// `allowed`: a host holds control or actions are unconditional.
     pub fn handle(
         &mut self,
         flags: u8,
         payload: &[u8],
         now_ticks: u64,
         allowed: bool,
+        from: Sender,
     ) -> ActionOutcome {
         let scheduled = flags & FLAG_SCHEDULED != 0;
         if payload.len() < if scheduled { 20 } else { 12 } {
@@ -152,8 +174,23 @@ impl Actions {
         }
         if scheduled {
             let at = (u64::from(word(12)) << 32) | u64::from(word(16));
+            if at > now_ticks.saturating_add(MAX_AHEAD_NS) {
+                self.counters.refused += 1;
+                return ActionOutcome::Refused(status::INVALID_PARAMETER);
+            }
             if at > now_ticks {
-                if self.scheduled.push((at, signals)).is_err() {
+                let mine = from == Sender::Controller;
+                if self.scheduled.is_full() && mine {
+                    // the controller's action takes the latest place another host holds
+                    let theirs = (0..self.scheduled.len())
+                        .filter(|&i| !self.scheduled[i].2)
+                        .max_by_key(|&i| self.scheduled[i].0);
+                    if let Some(i) = theirs {
+                        self.scheduled.swap_remove(i);
+                        self.counters.displaced += 1;
+                    }
+                }
+                if self.scheduled.push((at, signals, mine)).is_err() {
                     self.counters.refused += 1;
                     return ActionOutcome::Refused(status::OVERFLOW);
                 }
@@ -170,13 +207,13 @@ impl Actions {
 
     /// The earliest scheduled action's time.
     pub fn next_due(&self) -> Option<u64> {
-        self.scheduled.iter().map(|(t, _)| *t).min()
+        self.scheduled.iter().map(|(t, _, _)| *t).min()
     }
 
     /// Scheduled signals due at `now_ticks` (bit n = signal n), taken off the queue.
     pub fn take_due(&mut self, now_ticks: u64) -> u8 {
         let mut signals = 0;
-        self.scheduled.retain(|&(t, s)| {
+        self.scheduled.retain(|&(t, s, _)| {
             if t <= now_ticks {
                 signals |= s;
                 false
@@ -218,21 +255,24 @@ mod tests {
         let mut a = actions();
         let (b, n) = cmd(0x1234, 7, 0b11, None);
         assert_eq!(
-            a.handle(0x01, &b[..n], 0, true),
+            a.handle(0x01, &b[..n], 0, true, Sender::Other),
             ActionOutcome::Fire(0b11, 0)
         );
         let (b, n) = cmd(0x1234, 7, 0b10, None);
         assert_eq!(
-            a.handle(0x01, &b[..n], 0, true),
+            a.handle(0x01, &b[..n], 0, true, Sender::Other),
             ActionOutcome::Fire(0b10, 0)
         );
         for (d, g, m) in [(0x1235, 7, 1), (0x1234, 8, 1), (0x1234, 7, 0b100)] {
             let (b, n) = cmd(d, g, m, None);
-            assert_eq!(a.handle(0x01, &b[..n], 0, true), ActionOutcome::NotForUs);
+            assert_eq!(
+                a.handle(0x01, &b[..n], 0, true, Sender::Other),
+                ActionOutcome::NotForUs
+            );
         }
         let (b, n) = cmd(0x1234, 7, 1, None);
         assert_eq!(
-            a.handle(0x01, &b[..n], 0, false),
+            a.handle(0x01, &b[..n], 0, false, Sender::Other),
             ActionOutcome::Refused(status::ACCESS_DENIED)
         );
         assert_eq!(a.read(regs::ACTION_DEVICE_KEY), Some(0));
@@ -243,27 +283,80 @@ mod tests {
     fn scheduled_actions_wait_for_their_time_or_are_late() {
         let mut a = actions();
         let (b, n) = cmd(0x1234, 7, 1, Some(1_000));
-        assert_eq!(a.handle(0x81, &b[..n], 500, true), ActionOutcome::Scheduled);
+        assert_eq!(
+            a.handle(0x81, &b[..n], 500, true, Sender::Other),
+            ActionOutcome::Scheduled
+        );
         assert_eq!(a.next_due(), Some(1_000));
         assert_eq!(a.take_due(999), 0);
         assert_eq!(a.take_due(1_000), 0b01);
         assert_eq!(a.next_due(), None);
         assert_eq!(
-            a.handle(0x81, &b[..n], 2_000, true),
+            a.handle(0x81, &b[..n], 2_000, true, Sender::Other),
             ActionOutcome::Fire(1, status::ACTION_LATE)
         );
         for _ in 0..QUEUE {
             let (b, n) = cmd(0x1234, 7, 1, Some(5_000));
-            assert_eq!(a.handle(0x81, &b[..n], 0, true), ActionOutcome::Scheduled);
+            assert_eq!(
+                a.handle(0x81, &b[..n], 0, true, Sender::Other),
+                ActionOutcome::Scheduled
+            );
         }
         // a late action needs no room in the queue
         assert_eq!(
-            a.handle(0x81, &b[..n], 2_000, true),
+            a.handle(0x81, &b[..n], 2_000, true, Sender::Other),
             ActionOutcome::Fire(1, status::ACTION_LATE)
         );
         let (b, n) = cmd(0x1234, 7, 1, Some(5_000));
         assert_eq!(
-            a.handle(0x81, &b[..n], 0, true),
+            a.handle(0x81, &b[..n], 0, true, Sender::Other),
+            ActionOutcome::Refused(status::OVERFLOW)
+        );
+    }
+
+    #[test]
+    fn a_bystander_cannot_lock_the_controller_out_of_scheduled_actions() {
+        let mut a = actions();
+        // t = 2^64 - 1 (and anything past a minute ahead) is refused, with a status
+        let (b, n) = cmd(0x1234, 7, 1, Some(u64::MAX));
+        assert_eq!(
+            a.handle(0x81, &b[..n], 1_000, true, Sender::Other),
+            ActionOutcome::Refused(status::INVALID_PARAMETER)
+        );
+        let (b, n) = cmd(0x1234, 7, 1, Some(1_000 + MAX_AHEAD_NS + 1));
+        assert_eq!(
+            a.handle(0x81, &b[..n], 1_000, true, Sender::Other),
+            ActionOutcome::Refused(status::INVALID_PARAMETER)
+        );
+        // a bystander fills the queue within the minute
+        for k in 0..QUEUE as u64 {
+            let (b, n) = cmd(0x1234, 7, 1, Some(MAX_AHEAD_NS - k));
+            assert_eq!(
+                a.handle(0x81, &b[..n], 0, true, Sender::Other),
+                ActionOutcome::Scheduled
+            );
+        }
+        // the controller's action still goes in, in place of the bystander's latest
+        let (b, n) = cmd(0x1234, 7, 0b10, Some(5_000));
+        assert_eq!(
+            a.handle(0x81, &b[..n], 0, true, Sender::Controller),
+            ActionOutcome::Scheduled
+        );
+        assert_eq!(a.counters().displaced, 1);
+        assert_eq!(a.next_due(), Some(5_000));
+        assert_eq!(a.take_due(5_000), 0b10);
+        // a queue of the controller's own actions stays full for the controller
+        let mut a = actions();
+        for k in 0..QUEUE as u64 {
+            let (b, n) = cmd(0x1234, 7, 1, Some(1_000 + k));
+            assert_eq!(
+                a.handle(0x81, &b[..n], 0, true, Sender::Controller),
+                ActionOutcome::Scheduled
+            );
+        }
+        let (b, n) = cmd(0x1234, 7, 1, Some(9_000));
+        assert_eq!(
+            a.handle(0x81, &b[..n], 0, true, Sender::Controller),
             ActionOutcome::Refused(status::OVERFLOW)
         );
     }

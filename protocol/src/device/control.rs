@@ -9,8 +9,14 @@ use crate::gev::status;
 use crate::rc::Instant;
 
 impl Device {
+    /// Whether `src` may write registers: only the host holding control (CCP is written
+    /// through [`Device::write_ccp`], which is how a host takes it). GigE Vision grants writes
+    /// with the control privilege; a camera nobody controls took writes from anyone before, so
+    /// a bystander could inject faults (silence, reboot), point the stream elsewhere (SCDA) or
+    /// change the image while the host that was about to take control read its registers.
+    /// Reads stay open to all (monitor access). docs/virtual-camera.md, "Who may write".
     pub(super) fn may_write(&self, src: SocketAddrV4) -> bool {
-        self.controller.is_none_or(|c| c == src)
+        self.controller == Some(src)
     }
 
     pub(super) fn write_ccp(

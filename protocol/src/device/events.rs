@@ -8,7 +8,7 @@
 //! never held without bound. Items use the GEV 2.0 64-bit form (flag 0x10; layout in
 //! [`super::features::events`]).
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 
 use heapless::Deque;
@@ -59,6 +59,8 @@ pub struct EventCounters {
     pub unacknowledged: u64,
     /// Events dropped: the channel closed or the queue full.
     pub dropped: u64,
+    /// Acknowledges from an address other than the channel's destination, ignored.
+    pub foreign_acks: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +103,7 @@ impl MessageChannel {
                 acknowledged: 0,
                 unacknowledged: 0,
                 dropped: 0,
+                foreign_acks: 0,
             },
         }
     }
@@ -221,7 +224,13 @@ impl MessageChannel {
 
     /// A datagram received on the message channel's socket: an acknowledge of the event in
     /// flight ends its retransmissions. Returns whether it was one.
-    pub fn handle_ack(&mut self, datagram: &[u8]) -> bool {
+    pub fn handle_ack(&mut self, src: SocketAddrV4, datagram: &[u8]) -> bool {
+        // only the channel's destination acknowledges: request ids are predictable, and a
+        // bystander's acknowledge would end an event's resends before the host had it
+        if src != SocketAddrV4::new(self.dst, self.port) {
+            self.counters.foreign_acks += 1;
+            return false;
+        }
         let (Ok(a), Some(f)) = (Ack::parse(datagram), self.inflight) else {
             return false;
         };
@@ -330,7 +339,16 @@ mod tests {
         let req = u16::from_be_bytes([b[6], b[7]]);
         let mut ack = [0u8; 8];
         gvcp::emit_ack_header(0, cmd::EVENT, 0, req, &mut ack).unwrap();
-        assert!(m.handle_ack(&ack));
+        // from anywhere but the channel's destination, it ends nothing
+        let host = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 6000);
+        for bystander in [
+            SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 6000),
+            SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 6001),
+        ] {
+            assert!(!m.handle_ack(bystander, &ack));
+        }
+        assert_eq!(m.counters().foreign_acks, 2);
+        assert!(m.handle_ack(host, &ack));
         assert!(
             m.poll_transmit(t0 + Duration::from_millis(900), &mut b)
                 .is_none()

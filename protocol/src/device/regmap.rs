@@ -191,8 +191,8 @@ impl Device {
         }
     }
 
-    /// A bootstrap register, written by the controlling host (or anyone while nobody holds
-    /// control); read-only ones refuse with WRITE_PROTECT.
+    /// A bootstrap register, written by the controlling host; read-only ones refuse with
+    /// WRITE_PROTECT.
     fn write_bootstrap(&mut self, now: Instant, addr: u32, v: u32) -> Result<(), Status> {
         match addr {
             a if (regs::USER_NAME..regs::USER_NAME + 16).contains(&a) => {

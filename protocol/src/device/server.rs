@@ -5,7 +5,7 @@
 
 use core::net::{Ipv4Addr, SocketAddrV4};
 
-use super::actions::ActionOutcome;
+use super::actions::{ActionOutcome, Sender};
 use super::regs;
 use super::{Device, DeviceEvent, GvcpReply, LastAck, Status};
 use crate::gev::gvcp::{self, Command, cmd};
@@ -72,7 +72,7 @@ impl Device {
                     Some(st) => (st, 0),
                     None => return None, // not for us
                 },
-                cmd::ACTION => match self.cmd_action(now, c.flags, c.payload) {
+                cmd::ACTION => match self.cmd_action(now, src, c.flags, c.payload) {
                     Some(st) => (st, 0),
                     None => return None, // not for this camera: silent
                 },
@@ -277,10 +277,24 @@ impl Device {
         }
     }
 
-    pub(super) fn cmd_action(&mut self, now: Instant, flags: u8, p: &[u8]) -> Option<Status> {
+    pub(super) fn cmd_action(
+        &mut self,
+        now: Instant,
+        src: SocketAddrV4,
+        flags: u8,
+        p: &[u8],
+    ) -> Option<Status> {
         let allowed = self.controller.is_some()
             || self.gvcp_config & regs::GVCP_CONFIG_UNCONDITIONAL_ACTION != 0;
-        match self.actions.handle(flags, p, self.ticks(now), allowed) {
+        let from = if self.controller == Some(src) {
+            Sender::Controller
+        } else {
+            Sender::Other
+        };
+        match self
+            .actions
+            .handle(flags, p, self.ticks(now), allowed, from)
+        {
             ActionOutcome::NotForUs => None,
             ActionOutcome::Fire(signals, st) => {
                 self.fire_actions(now, signals);

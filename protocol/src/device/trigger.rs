@@ -2,6 +2,7 @@
 //! commands), starting and stopping acquisition, and the events they raise on the message
 //! channel.
 
+use core::net::SocketAddrV4;
 use core::time::Duration;
 
 use super::acquisition::{Timing, TriggerOutcome};
@@ -165,8 +166,9 @@ impl Device {
         self.messages.poll_transmit(now, buf)
     }
 
-    /// A datagram received on the message channel's socket (the host's acknowledge).
-    pub fn handle_message(&mut self, datagram: &[u8]) -> bool {
-        self.messages.handle_ack(datagram)
+    /// A datagram from `src` received on the message channel's socket (the host's
+    /// acknowledge; only the channel's destination, MCDA:MCP, may give one).
+    pub fn handle_message(&mut self, src: SocketAddrV4, datagram: &[u8]) -> bool {
+        self.messages.handle_ack(src, datagram)
     }
 }
