@@ -742,3 +742,90 @@ fn fault_injection_over_gvcp_drops_frames_and_refuses_resends() {
     assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_SELECTOR, 10), 0x8002);
     assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_DURATION, 0), 0x8002);
 }
+
+#[test]
+fn selected_registers_resolve_through_address_and_paddress_alone() {
+    // A GenApi that sums only <Address> and <pAddress> (no pIndex) must still reach each
+    // selector value's copy: before, every EventNotification write went to copy 0.
+    let doc = roxmltree::Document::parse(rdmacam_protocol::device::GENICAM_XML).unwrap();
+    let named = |name: &str| {
+        doc.descendants()
+            .find(|n| n.attribute("Name") == Some(name))
+            .unwrap_or_else(|| panic!("no node {name}"))
+    };
+    let child = |n: roxmltree::Node, tag: &str| {
+        n.children()
+            .find(|c| c.has_tag_name(tag))
+            .and_then(|c| c.text())
+            .map(str::trim)
+            .map(String::from)
+    };
+    let int = |t: &str| {
+        t.strip_prefix("0x")
+            .map(|h| i64::from_str_radix(h, 16).unwrap())
+            .unwrap_or_else(|| t.parse().unwrap())
+    };
+    assert!(
+        !rdmacam_protocol::device::GENICAM_XML.contains("<pIndex"),
+        "a register reached through pIndex"
+    );
+    let mut checked = Vec::new();
+    for reg in doc.descendants().filter(|n| {
+        ["IntReg", "MaskedIntReg", "FloatReg"]
+            .iter()
+            .any(|t| n.has_tag_name(*t))
+    }) {
+        let Some(p) = child(reg, "pAddress") else {
+            continue;
+        };
+        let base = int(&child(reg, "Address").unwrap());
+        let knife = named(&p);
+        assert!(knife.has_tag_name("IntSwissKnife"));
+        let var = knife
+            .children()
+            .find(|c| c.has_tag_name("pVariable"))
+            .unwrap();
+        let formula = child(knife, "Formula").unwrap();
+        let (v, k) = formula.split_once(" * ").unwrap();
+        assert_eq!(v, var.attribute("Name").unwrap());
+        let stride = int(k);
+        // the selector whose register the variable is, and its values
+        let sel_reg = var.text().unwrap().trim();
+        let selector = doc
+            .descendants()
+            .find(|n| {
+                (n.has_tag_name("Enumeration") || n.has_tag_name("Integer"))
+                    && n.children()
+                        .any(|c| c.has_tag_name("pValue") && c.text() == Some(sel_reg))
+            })
+            .unwrap_or_else(|| panic!("no selector over {sel_reg}"));
+        let values: Vec<i64> = if selector.has_tag_name("Integer") {
+            let bound = |t| int(&child(selector, t).unwrap());
+            (bound("Min")..=bound("Max")).collect()
+        } else {
+            selector
+                .children()
+                .filter(|c| c.has_tag_name("EnumEntry"))
+                .map(|e| int(&child(e, "Value").unwrap()))
+                .collect()
+        };
+        let addrs: std::collections::BTreeSet<i64> =
+            values.iter().map(|v| base + v * stride).collect();
+        assert_eq!(
+            addrs.len(),
+            values.len(),
+            "{}",
+            reg.attribute("Name").unwrap()
+        );
+        checked.push(reg.attribute("Name").unwrap().to_string());
+    }
+    assert!(
+        checked.iter().any(|n| n.starts_with("EventNotification")),
+        "{checked:?}"
+    );
+    // and on the device: EventSelector's second value reaches the second copy
+    let mut d = device();
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::EVENT_NOTIFICATION + 4, 1), 0);
+    assert_eq!(read(&mut d, 1, HOST_A, regs::EVENT_NOTIFICATION).1, 0);
+}

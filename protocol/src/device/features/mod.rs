@@ -720,13 +720,10 @@ fn register_node(
         "  <{tag} Name=\"{name}\" NameSpace=\"Custom\">\n    <Visibility>Invisible</Visibility>\n    <Address>{:#x}</Address>\n",
         r.addr,
     )?;
-    if let Some(ix) = r.index {
-        writeln!(
-            out,
-            "    <pIndex Offset=\"{:#x}\">{}</pIndex>",
-            ix.stride,
-            RegNode(ix.selector)
-        )?;
+    if r.index.is_some() {
+        // the selector's copy: Address + pAddress, which every GenApi sums; a pIndex that
+        // an implementation ignores put every selector value's write at copy 0
+        writeln!(out, "    <pAddress>{name}Offset</pAddress>")?;
     }
     write!(
         out,
@@ -753,6 +750,14 @@ fn register_node(
         out.write_str("    <Sign>Unsigned</Sign>\n")?;
     }
     writeln!(out, "    <Endianess>BigEndian</Endianess>\n  </{tag}>")?;
+    if let Some(ix) = r.index {
+        writeln!(
+            out,
+            "  <IntSwissKnife Name=\"{name}Offset\" NameSpace=\"Custom\">\n    <Visibility>Invisible</Visibility>\n    <pVariable Name=\"SEL\">{}</pVariable>\n    <Formula>SEL * {}</Formula>\n  </IntSwissKnife>",
+            RegNode(ix.selector),
+            ix.stride
+        )?;
+    }
     match r.port {
         Port::Device => Ok(()),
         Port::Chunk(id) => writeln!(
