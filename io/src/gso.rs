@@ -135,24 +135,41 @@ pub fn send_datagrams(
             r => return r,
         }
     }
-    for d in datagrams {
-        sock.send_to(d, dst)?;
+    send_each(sock, Some(dst), datagrams)?;
+    Ok(())
+}
+
+/// Datagrams of one size class to one destination, one per packet, `sendmmsg(2)` in batches
+/// of [`TX_BATCH`]: a GVSP frame's packets for a host that reads one datagram per packet. `dst`
+/// `None`: the socket is connected (the kernel then keeps the route instead of looking it up
+/// for every datagram).
+pub fn send_each(
+    sock: &UdpSocket,
+    dst: Option<SocketAddr>,
+    datagrams: &[&[u8]],
+) -> std::io::Result<()> {
+    for chunk in datagrams.chunks(TX_BATCH) {
+        let mut batch: [(&[u8], Option<SocketAddr>); TX_BATCH] = [(&[], None); TX_BATCH];
+        for (b, d) in batch.iter_mut().zip(chunk) {
+            *b = (d, dst);
+        }
+        sendmmsg_to(sock.as_fd(), &batch[..chunk.len()])?;
     }
     Ok(())
 }
 
-/// `sendmmsg(2)` the datagrams (at most [`TX_BATCH`]), retrying while the socket buffer is
-/// full.
+/// `sendmmsg(2)` the datagrams (at most [`TX_BATCH`]), each to its address (`None`: the
+/// connected peer), retrying while the socket buffer is full.
 pub(crate) fn sendmmsg_to(
     fd: BorrowedFd<'_>,
-    batch: &[(&[u8], SocketAddr)],
+    batch: &[(&[u8], Option<SocketAddr>)],
 ) -> std::io::Result<()> {
     let n = batch.len();
     if n == 0 {
         return Ok(());
     }
-    let names: [socket2::SockAddr; TX_BATCH] =
-        std::array::from_fn(|i| batch[i.min(n - 1)].1.into());
+    let names: [Option<socket2::SockAddr>; TX_BATCH] =
+        std::array::from_fn(|i| batch[i.min(n - 1)].1.map(Into::into));
     let mut iov = [libc::iovec {
         iov_base: std::ptr::null_mut(),
         iov_len: 0,
@@ -165,8 +182,10 @@ pub(crate) fn sendmmsg_to(
             iov_len: data.len(),
         };
         let h = &mut msgs[i].msg_hdr;
-        h.msg_name = names[i].as_ptr().cast_mut().cast();
-        h.msg_namelen = names[i].len();
+        if let Some(name) = &names[i] {
+            h.msg_name = name.as_ptr().cast_mut().cast();
+            h.msg_namelen = name.len();
+        }
         h.msg_iov = &mut iov[i];
         h.msg_iovlen = 1;
     }
@@ -190,6 +209,9 @@ pub(crate) fn sendmmsg_to(
         match e.kind() {
             ErrorKind::WouldBlock | ErrorKind::Interrupted => std::thread::yield_now(),
             _ if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
+            // a connected socket reports an earlier datagram's ICMP port unreachable on the
+            // next send, which it did not send: the error is consumed, send it again
+            _ if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
             _ => return Err(e),
         }
     }

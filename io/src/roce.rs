@@ -7,7 +7,7 @@
 //! they must have had ([`IcrcCheck`]).
 
 use std::io::ErrorKind;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Instant as StdInstant;
 
@@ -372,8 +372,7 @@ impl RoceSocket {
         packets: impl IntoIterator<Item = &'a [u8]>,
         lossy: bool,
     ) -> std::io::Result<()> {
-        const NONE: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-        let mut batch: [(&[u8], SocketAddr); TX_BATCH] = [(&[], NONE); TX_BATCH];
+        let mut batch: [(&[u8], Option<SocketAddr>); TX_BATCH] = [(&[], None); TX_BATCH];
         let mut n = 0;
         for ip_packet in packets {
             let (hl, dst, src_port) = Self::addresses(ip_packet)?;
@@ -391,7 +390,7 @@ impl RoceSocket {
                 continue;
             }
             let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
-            batch[n] = (&ip_packet[hl + 8..], SocketAddr::new(dst, port));
+            batch[n] = (&ip_packet[hl + 8..], Some(SocketAddr::new(dst, port)));
             n += 1;
         }
         sendmmsg_to(self.tx.as_fd(), &batch[..n])

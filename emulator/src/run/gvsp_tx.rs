@@ -15,6 +15,9 @@ pub(super) struct GvspBatch {
     dst: Option<SocketAddrV4>,
     gso: bool,
     said_too_big: bool,
+    /// The destination the socket is connected to: the kernel keeps its route (a lookup per
+    /// datagram was ~6 % of the camera's CPU at 2048 x 2048 into aravis).
+    connected: Option<SocketAddrV4>,
 }
 
 impl GvspBatch {
@@ -26,6 +29,7 @@ impl GvspBatch {
             dst: None,
             gso,
             said_too_big: false,
+            connected: None,
         }
     }
 
@@ -68,12 +72,22 @@ impl GvspBatch {
         for ((d, b), &l) in datagrams.iter_mut().zip(&self.bufs).zip(&self.lens[..n]) {
             *d = &b[..l];
         }
-        if let Err(e) = rdmacam_io::gso::send_datagrams(
-            sock,
-            SocketAddr::V4(dst),
-            &datagrams[..n],
-            &mut self.gso,
-        ) {
+        if !self.gso && self.connected != Some(dst) {
+            // one packet per datagram (the default): sendmmsg batches on a socket connected
+            // to the one destination a stream has
+            self.connected = sock.connect(dst).is_ok().then_some(dst);
+        }
+        let sent = if self.gso || self.connected != Some(dst) {
+            rdmacam_io::gso::send_datagrams(
+                sock,
+                SocketAddr::V4(dst),
+                &datagrams[..n],
+                &mut self.gso,
+            )
+        } else {
+            rdmacam_io::gso::send_each(sock, None, &datagrams[..n])
+        };
+        if let Err(e) = sent {
             // with Don't Fragment on, a packet larger than the path MTU cannot leave: a test
             // packet of a host's packet-size negotiation is meant to fail so; say it once
             let too_big = e.raw_os_error() == Some(nix::errno::Errno::EMSGSIZE as i32);
