@@ -11,8 +11,10 @@ Sections (all by default):
   sender   the camera's sender against a plain UDP GSO sender (io/examples/udp_blast.rs) of
            the same 4112-byte datagrams: 300 frames of 1920x1080 Mono8 at --fps 1000 over
            loopback into rdmacam-host, the camera at --link-mbps 100000 (its pacing above
-           what loopback carries, as in the demo; the plain sender is not paced); rate and CPU per GB as ratios, per run, median; and the
-           camera's retransmissions on this lossless link (summed over the runs)
+           what loopback carries, as in the demo; the plain sender is not paced); rate and
+           CPU per GB as ratios, per run, median; the camera's retransmissions on this
+           lossless link (summed over the runs); and host_cpu_ratio, the reference host's CPU
+           per GB over the camera's (below 1: the host keeps up)
   busy     the same camera runs while a busy loop holds one core: retransmissions (summed)
   latency  TRAILER leaving the camera to the host seeing it, p99 over 300 frames at 100 fps and
            flat out (--fps 1000), the camera at its default link speed (a 10G NIC), from both
@@ -33,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -68,8 +71,13 @@ def host(bindir, frames, args=(), ip="127.0.0.1", prefix=()):
     cmd = [*prefix, f"{bindir}/rdmacam-host", "--camera", ip, "--local", "127.0.0.1", "--gvcp-port",
            str(GVCP), "--rx-port", str(HOST_ROCE), "--camera-rx-port", str(CAM_ROCE), "--frames",
            str(frames), "--json", *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    j = json.loads(out.strip().splitlines()[-1])
+    # the host's own CPU seconds (it is the only child that ends meanwhile)
+    j["host_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return j
 
 
 def stop(p):
@@ -122,6 +130,7 @@ class Sitting:
         rate = {s: [] for s, _ in self.builds}
         cpu = {s: [] for s, _ in self.builds}
         retx = {s: 0 for s, _ in self.builds}
+        host_cpu = {s: [] for s, _ in self.builds}
         for _ in range(self.runs):
             for s, b in self.builds:
                 ref_gbit, ref_cpu = udp_blast(b)
@@ -130,14 +139,18 @@ class Sitting:
                 rate[s].append(j["gbit_per_s"] / ref_gbit)
                 cpu[s].append((c / gb) / ref_cpu)
                 retx[s] += j["retransmitted_packets"]
+                host_cpu[s].append(j["host_cpu_s"] / c)
                 print(f"# sender{s}: plain {ref_gbit:.2f} Gbit/s {ref_cpu:.3f} s/GB; camera "
-                      f"{j['gbit_per_s']:.2f} Gbit/s {c / gb:.3f} s/GB, "
+                      f"{j['gbit_per_s']:.2f} Gbit/s {c / gb:.3f} s/GB, host "
+                      f"{j['host_cpu_s'] / gb:.3f} s/GB, "
                       f"{j['retransmitted_packets']} retransmitted, {j['frames_bad']} bad",
                       flush=True)
         for s, _ in self.builds:
             self.put("sender_rate_ratio", f"{median(rate[s]):.2f}", s)
             self.put("sender_cpu_ratio", f"{median(cpu[s]):.2f}", s)
             self.put("lossless_retransmitted", retx[s], s)
+            # the reference host's CPU per GB over the camera's (below 1: it keeps up)
+            self.put("host_cpu_ratio", f"{median(host_cpu[s]):.2f}", s)
 
     def busy(self):
         retx = {s: 0 for s, _ in self.builds}
