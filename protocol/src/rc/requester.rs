@@ -11,9 +11,9 @@ use super::{Instant, Path, PayloadRef, PayloadSource, local_ack_timeout};
 use crate::wire::aeth::{AethSyndrome, NakCode, rnr_timer_micros};
 use crate::wire::bth::{psn_add, psn_diff};
 use crate::wire::opcode::Transport;
-use crate::wire::pmtu::{MessageKind, Pmtu, packet_count, segment};
+use crate::wire::pmtu::{MessageKind, Pmtu, Segment, packet_count, segment};
 use crate::wire::roce::MAX_HEADER_LEN;
-use crate::wire::{BthRepr, IbRepr, Opcode, RethRepr, RoceV2Repr};
+use crate::wire::{BthRepr, HeaderTemplate, IbRepr, Opcode, RethRepr, RoceV2Repr};
 
 /// Static settings of a requester (the QP attributes of `ibv_modify_qp` RTR/RTS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,6 +306,15 @@ enum State {
     Error,
 }
 
+/// What a [`HeaderTemplate`] is valid for: packets of one opcode and payload length on a path
+/// with one ECN codepoint (the rest of the headers is fixed for a queue pair).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TemplateKey {
+    opcode: u8,
+    len: u32,
+    ecn: u8,
+}
+
 /// How long after a loss tail-loss probes stay armed. A probe guesses that silence means the
 /// tail of what was sent is lost; on a path that has lost nothing lately a late answer (a peer
 /// off its core for a while) is the likelier cause, and the RTT-based ACK timeout, which waits
@@ -391,6 +400,10 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     rate: RateController,
     src_port: u16,
     ipv4_ident: u16,
+    /// Headers of the last packet shape without extension headers, patched per packet.
+    template: Option<(TemplateKey, HeaderTemplate)>,
+    /// The send-queue entry of the last packet sent ([`Self::wqe_of`]).
+    last_wqe: Option<Wqe>,
     counters: RequesterCounters,
 }
 
@@ -429,6 +442,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             rate: RateController::new(cfg.rate),
             src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
             ipv4_ident: 0,
+            template: None,
+            last_wqe: None,
             counters: RequesterCounters::default(),
         }
     }
@@ -569,47 +584,20 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 self.send_psn
             }
         };
-        let wqe = *self
-            .sq
-            .iter()
-            .find(|w| psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0)?;
+        let wqe = self.wqe_of(psn)?;
         let index = psn_diff(psn, wqe.first_psn) as u32;
         let seg = segment(wqe.wr.kind, wqe.wr.len, self.cfg.pmtu, index, false);
         let last = index + 1 == wqe.npkts;
         let retransmission = psn_diff(psn, self.sent_end) < 0;
+        let window = self.window();
         let ack_req = probe.is_some()
             || self.probe_new_due
             || last
             || self.packets_since_ackreq + 1 >= self.cfg.ack_req_every
-            || self.unacked(psn) + 1 >= self.window()
+            || self.unacked(psn) + 1 >= window
             // at least four times per window, so ACKs keep a small window moving
-            || self.packets_since_ackreq + 1 >= (self.window() / 4).max(1);
-        let mut bth = BthRepr::new(seg.opcode, self.cfg.remote_qpn, psn);
-        bth.ack_req = ack_req;
-        bth.solicited = last && wqe.wr.solicited;
-        let mut ib = IbRepr::new(bth);
-        let h = seg.opcode.headers();
-        if h.reth {
-            ib.reth = Some(RethRepr {
-                va: wqe.wr.remote_va,
-                rkey: wqe.wr.rkey,
-                dma_len: wqe.wr.len,
-            });
-        }
-        if h.immdt {
-            ib.immdt = Some(wqe.wr.imm);
-        }
-        let mut ip = self.cfg.path.ip_repr(self.cfg.path.ecn)?;
-        if let crate::wire::IpRepr::V4 { ident, .. } = &mut ip {
-            *ident = self.ipv4_ident;
-        }
-        let repr = RoceV2Repr {
-            ip,
-            src_port: self.src_port,
-            dst_port: self.cfg.path.dst_port,
-            ib,
-            payload_len: seg.len as usize,
-        };
+            || self.packets_since_ackreq + 1 >= (window / 4).max(1);
+        let solicited = last && wqe.wr.solicited;
         let payload = PayloadRef {
             handle: wqe.wr.payload.handle,
             offset: wqe.wr.payload.offset + u64::from(seg.offset),
@@ -628,10 +616,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             psn,
             retransmission,
         };
-        let hl = repr.emit_header(&mut pkt.header).ok()?;
-        let tl = repr
-            .emit_trailer(&pkt.header[..hl], [bytes], &mut pkt.trailer)
-            .ok()?;
+        let (hl, tl) = self.emit(&wqe, seg, psn, ack_req, solicited, bytes, &mut pkt)?;
         pkt.header_len = hl as u8;
         pkt.trailer_len = tl as u8;
         let c = &mut self.counters;
@@ -675,6 +660,106 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.probe_at = self.pto(now).map(|t| now + t);
         }
         Some(pkt)
+    }
+
+    /// The send-queue entry whose PSN range holds `psn`: the one found last (the packets of a
+    /// long message), else a binary search of the queue's two slices, whose entries are in PSN
+    /// order (a linear scan of 64 one-packet WRITEs cost ~300 instructions a packet). Entries
+    /// never change once posted, so the copy kept stays right while its PSNs are sent.
+    fn wqe_of(&mut self, psn: u32) -> Option<Wqe> {
+        if let Some(w) = self.last_wqe
+            && psn_diff(psn, w.first_psn) >= 0
+            && psn_diff(psn, w.last_psn()) <= 0
+        {
+            return Some(w);
+        }
+        self.last_wqe = self.search_wqe(psn);
+        self.last_wqe
+    }
+
+    fn search_wqe(&self, psn: u32) -> Option<Wqe> {
+        let (a, b) = self.sq.as_slices();
+        for part in [a, b] {
+            // the first entry whose last PSN is not before `psn`
+            let i = part.partition_point(|w| psn_diff(w.last_psn(), psn) < 0);
+            if let Some(w) = part.get(i)
+                && psn_diff(psn, w.first_psn) >= 0
+            {
+                return Some(*w);
+            }
+        }
+        None
+    }
+
+    /// The headers and trailer of `wqe`'s packet `seg` with `psn` into `pkt`: through the
+    /// header template when the packet carries no extension header (a MIDDLE, or a LAST
+    /// without immediate data: all of a long message's packets but its first), else built field
+    /// by field. Returns the header and trailer lengths.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        wqe: &Wqe,
+        seg: Segment,
+        psn: u32,
+        ack_req: bool,
+        solicited: bool,
+        bytes: &[u8],
+        pkt: &mut TxPacket,
+    ) -> Option<(usize, usize)> {
+        let h = seg.opcode.headers();
+        let shape = TemplateKey {
+            opcode: seg.opcode.0,
+            len: seg.len,
+            ecn: self.cfg.path.ecn,
+        };
+        let plain = h.reth || h.immdt || solicited;
+        if !plain && self.template.as_ref().is_some_and(|(k, _)| *k == shape) {
+            let t = &self.template.as_ref()?.1;
+            return t
+                .emit(
+                    psn,
+                    ack_req,
+                    self.ipv4_ident,
+                    [bytes],
+                    &mut pkt.header,
+                    &mut pkt.trailer,
+                )
+                .ok();
+        }
+        let mut bth = BthRepr::new(seg.opcode, self.cfg.remote_qpn, psn);
+        bth.ack_req = ack_req;
+        bth.solicited = solicited;
+        let mut ib = IbRepr::new(bth);
+        if h.reth {
+            ib.reth = Some(RethRepr {
+                va: wqe.wr.remote_va,
+                rkey: wqe.wr.rkey,
+                dma_len: wqe.wr.len,
+            });
+        }
+        if h.immdt {
+            ib.immdt = Some(wqe.wr.imm);
+        }
+        let mut ip = self.cfg.path.ip_repr(self.cfg.path.ecn)?;
+        if let crate::wire::IpRepr::V4 { ident, .. } = &mut ip {
+            *ident = self.ipv4_ident;
+        }
+        let repr = RoceV2Repr {
+            ip,
+            src_port: self.src_port,
+            dst_port: self.cfg.path.dst_port,
+            ib,
+            payload_len: seg.len as usize,
+        };
+        if !plain {
+            // the next packets of this shape patch these headers
+            self.template = HeaderTemplate::new(&repr).ok().map(|t| (shape, t));
+        }
+        let hl = repr.emit_header(&mut pkt.header).ok()?;
+        let tl = repr
+            .emit_trailer(&pkt.header[..hl], [bytes], &mut pkt.trailer)
+            .ok()?;
+        Some((hl, tl))
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) or [`poll_transmit`](Self::poll_transmit)

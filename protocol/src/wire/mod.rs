@@ -17,6 +17,7 @@ pub mod opcode;
 pub mod pmtu;
 pub mod reth;
 pub mod roce;
+pub mod template;
 pub mod udp;
 
 pub use aeth::{AethRepr, AethSyndrome, NakCode};
@@ -28,6 +29,7 @@ pub use opcode::Opcode;
 pub use pmtu::Pmtu;
 pub use reth::RethRepr;
 pub use roce::{IbRepr, IpRepr, RoceV1Repr, RoceV2Repr};
+pub use template::HeaderTemplate;
 
 /// Why a buffer could not be parsed or emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
