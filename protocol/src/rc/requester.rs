@@ -57,6 +57,11 @@ pub struct RequesterConfig {
     /// pause for milliseconds with nothing lost; the estimator learns such pauses, but a floor
     /// that suits the peer spares the first one.
     pub min_rto: Duration,
+    /// A data mover (an FPGA DMA engine) builds the packets: the requester never reads a
+    /// payload byte, leaves the ICRC to the mover (its four bytes zero, `icrc_pending` set) and
+    /// only checks that the payload's range exists ([`PayloadSource::contains`]). Each packet
+    /// becomes a [`TxDescriptor`](super::offload::TxDescriptor); docs/firmware.md.
+    pub icrc_offload: bool,
 }
 
 impl RequesterConfig {
@@ -80,6 +85,7 @@ impl RequesterConfig {
             },
             queue_slack_ns: QUEUE_SLACK_NS,
             min_rto: MIN_RTO,
+            icrc_offload: false,
         }
     }
 }
@@ -212,6 +218,9 @@ pub struct TxPacket {
     pub psn: u32,
     /// Whether this PSN was sent before.
     pub retransmission: bool,
+    /// The ICRC is left to a data mover ([`RequesterConfig::icrc_offload`]): the trailer's
+    /// last four bytes are zero until it computes them.
+    pub icrc_pending: bool,
 }
 
 impl TxPacket {
@@ -304,6 +313,14 @@ impl Wqe {
 enum State {
     Ready,
     Error,
+}
+
+/// The trailer of a packet whose ICRC a data mover computes: the pad of a `payload_len`-byte
+/// payload, then four zero bytes; returns its length.
+fn zero_trailer(payload_len: usize, trailer: &mut [u8; 7]) -> usize {
+    let tl = crate::wire::roce::pad_len(payload_len) + crate::wire::icrc::ICRC_LEN;
+    trailer[..tl].fill(0);
+    tl
 }
 
 /// What a [`HeaderTemplate`] is valid for: packets of one opcode and payload length on a path
@@ -602,7 +619,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             handle: wqe.wr.payload.handle,
             offset: wqe.wr.payload.offset + u64::from(seg.offset),
         };
-        let Some(bytes) = src.payload(payload.handle, payload.offset, seg.len as usize) else {
+        let len = seg.len as usize;
+        let bytes = if self.cfg.icrc_offload {
+            src.contains(payload.handle, payload.offset, len)
+                .then_some(None)
+        } else {
+            src.payload(payload.handle, payload.offset, len).map(Some)
+        };
+        let Some(bytes) = bytes else {
             self.fail_from(psn, WcStatus::LocalProtectionError);
             return None;
         };
@@ -615,6 +639,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             payload_len: seg.len,
             psn,
             retransmission,
+            icrc_pending: bytes.is_none(),
         };
         let (hl, tl) = self.emit(&wqe, seg, psn, ack_req, solicited, bytes, &mut pkt)?;
         pkt.header_len = hl as u8;
@@ -694,7 +719,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// The headers and trailer of `wqe`'s packet `seg` with `psn` into `pkt`: through the
     /// header template when the packet carries no extension header (a MIDDLE, or a LAST
     /// without immediate data: all of a long message's packets but its first), else built field
-    /// by field. Returns the header and trailer lengths.
+    /// by field. Without `bytes` (a data mover computes the ICRC) the trailer is the pad and
+    /// four zero bytes. Returns the header and trailer lengths.
     #[allow(clippy::too_many_arguments)]
     fn emit(
         &mut self,
@@ -703,7 +729,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         psn: u32,
         ack_req: bool,
         solicited: bool,
-        bytes: &[u8],
+        bytes: Option<&[u8]>,
         pkt: &mut TxPacket,
     ) -> Option<(usize, usize)> {
         let h = seg.opcode.headers();
@@ -715,16 +741,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let plain = h.reth || h.immdt || solicited;
         if !plain && self.template.as_ref().is_some_and(|(k, _)| *k == shape) {
             let t = &self.template.as_ref()?.1;
-            return t
-                .emit(
-                    psn,
-                    ack_req,
-                    self.ipv4_ident,
-                    [bytes],
-                    &mut pkt.header,
-                    &mut pkt.trailer,
-                )
-                .ok();
+            let (h, tr, ident) = (&mut pkt.header, &mut pkt.trailer, self.ipv4_ident);
+            return match bytes {
+                Some(b) => t.emit(psn, ack_req, ident, [b], h, tr).ok(),
+                None => {
+                    let hl = t.emit_header(psn, ack_req, ident, h).ok()?;
+                    Some((hl, zero_trailer(seg.len as usize, tr)))
+                }
+            };
         }
         let mut bth = BthRepr::new(seg.opcode, self.cfg.remote_qpn, psn);
         bth.ack_req = ack_req;
@@ -756,9 +780,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.template = HeaderTemplate::new(&repr).ok().map(|t| (shape, t));
         }
         let hl = repr.emit_header(&mut pkt.header).ok()?;
-        let tl = repr
-            .emit_trailer(&pkt.header[..hl], [bytes], &mut pkt.trailer)
-            .ok()?;
+        let tl = match bytes {
+            Some(b) => repr
+                .emit_trailer(&pkt.header[..hl], [b], &mut pkt.trailer)
+                .ok()?,
+            None => zero_trailer(seg.len as usize, &mut pkt.trailer),
+        };
         Some((hl, tl))
     }
 

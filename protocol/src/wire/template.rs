@@ -70,6 +70,30 @@ impl HeaderTemplate {
         self.payload_len
     }
 
+    /// Write only the headers of the packet with `psn`, `ack_req` and IPv4 identification
+    /// `ident` into `header` (for a data mover that computes the ICRC); returns their length.
+    pub fn emit_header(
+        &self,
+        psn: u32,
+        ack_req: bool,
+        ident: u16,
+        header: &mut [u8],
+    ) -> Result<usize> {
+        let hl = usize::from(self.header_len);
+        if header.len() < hl {
+            return Err(Error::Truncated);
+        }
+        header[..hl].copy_from_slice(&self.header[..hl]);
+        let b = usize::from(self.bth_at);
+        let a_psn = (u32::from(ack_req) << 31 | (psn & bth::PSN_MASK)).to_be_bytes();
+        header[b + 8..b + 12].copy_from_slice(&a_psn);
+        if let Some(c0) = self.ipv4_checksum {
+            header[4..6].copy_from_slice(&ident.to_be_bytes());
+            header[10..12].copy_from_slice(&checksum_with(c0, ident).to_be_bytes());
+        }
+        Ok(hl)
+    }
+
     /// Write the headers of the packet with `psn`, `ack_req` and IPv4 identification `ident`
     /// into `header` and, the payload streamed through the ICRC, pad and ICRC into `trailer`;
     /// returns both lengths.
@@ -99,10 +123,7 @@ impl HeaderTemplate {
             let id = ident.to_be_bytes();
             header[4..6].copy_from_slice(&id);
             masked[4..6].copy_from_slice(&id);
-            // RFC 1624: the sum without the checksum field, plus the new identification
-            let mut sum = u32::from(!c0) + u32::from(ident);
-            sum = (sum & 0xffff) + (sum >> 16);
-            header[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            header[10..12].copy_from_slice(&checksum_with(c0, ident).to_be_bytes());
         }
         let mut c = Icrc::new();
         c.update(&masked[..hl]);
@@ -121,4 +142,13 @@ impl HeaderTemplate {
         trailer[pad..tl].copy_from_slice(&c.finish().to_le_bytes());
         Ok((hl, tl))
     }
+}
+
+/// The IPv4 header checksum after the identification goes from 0 (checksum `c0`) to `ident`:
+/// RFC 1624, the sum without the checksum field plus the new identification, folded.
+#[inline]
+fn checksum_with(c0: u16, ident: u16) -> u16 {
+    let mut sum = u32::from(!c0) + u32::from(ident);
+    sum = (sum & 0xffff) + (sum >> 16);
+    !(sum as u16)
 }
