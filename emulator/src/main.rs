@@ -191,6 +191,12 @@ struct RunArgs {
     /// (aravis as root, arv-viewer) sees each run as one datagram and gets garbled frames.
     #[arg(long)]
     gvsp_gso: bool,
+    /// Build ORSP's RoCEv2 packets as an FPGA camera does (--transport udp): the queue pair
+    /// emits transmit descriptors and never reads a payload byte; a data mover in software
+    /// reads frame memory and computes the ICRC (docs/firmware.md, "The data-mover contract").
+    /// One datagram per packet.
+    #[arg(long)]
+    data_mover: bool,
     /// While RoCEv2 packets flow, poll for ACKs this many microseconds before sleeping
     /// (--transport udp; 0 = sleep at once). Default: 50 for one camera, 0 with several
     /// (--cameras, a list of --ip, --rig), which would spin against each other.
@@ -372,6 +378,7 @@ fn main() -> ExitCode {
                 verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
                 gso: !a.no_gso,
                 gvsp_gso: a.gvsp_gso,
+                data_mover: a.data_mover,
                 busy_poll: a
                     .busy_poll_us
                     .map(|us| std::time::Duration::from_micros(u64::from(us))),

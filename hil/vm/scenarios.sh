@@ -102,6 +102,22 @@ ok=0; good "$json" && ok=1
 report 1 udp-camera-to-verbs-host $ok "$json" "rxe: $(delta "$before")"
 [[ $ok == 1 ]] || tail -3 "$OUT/s1-host.out.err"
 
+# --- 1b. the same with the camera's data-mover path (docs/firmware.md): the queue pair emits
+# descriptors, a software data mover builds each packet and computes its ICRC; rxe must accept
+# every packet (a wrong ICRC is dropped silently and shows as out_of_seq_request and resends)
+echo "=== scenario 7: camera --transport udp --data-mover -> host --transport verbs"
+cam=$(udp_camera s7-camera.log --data-mover)
+wait_port cam 3956
+before=$(snap)
+verbs_host 198.18.0.2 s7-host.out --frames "$FRAMES"
+json=$(host_json "$OUT/s7-host.out")
+d=$(delta "$before")
+stop "$cam"
+oos=$(echo "$d" | sed -n 's/.*out_of_seq_request=\([0-9]*\).*/\1/p')
+ok=0; good "$json" && [[ ${oos:-1} == 0 ]] && ok=1
+report 7 data-mover-camera-to-verbs-host $ok "$json" "rxe: $d"
+[[ $ok == 1 ]] || tail -3 "$OUT/s7-host.out.err"
+
 # --- 2. verbs camera on rxe0 -> host on verbs (both on rxe0: rxe's loopback)
 echo "=== scenario 2: camera --transport verbs -> host --transport verbs"
 "$CAM" run --ip 198.18.0.3 --transport verbs --device rxe0 --width $W --height $H \
@@ -272,9 +288,9 @@ report 5 librdmacm-host-rdma-connect $ok "$json" "wrong_port_rejected=$rejected 
 # Not every injected duplicate is one to rxe: the copy of a packet sent while rxe waits for a
 # resend (after a corrupt or lost packet) is out of sequence there, and the copy of a corrupt
 # packet is discarded with it; go-back-N resends of packets rxe already had count as
-# duplicates too. How these balance depends on how the faults overlap: after the loss-recovery
-# changes of 2026-11-25 rxe counted 79 and 93 for 103 and 104 injected, so at least three
-# quarters must show (it had been at least all of them).
+# duplicates too. How these balance depends on timing: in four boots on 2026-11-25 rxe
+# counted 74, 79, 93 and 180 for 103-104 injected, so at least half must show (it had been at
+# least all of them, which the better loss recovery of that day made a coin toss).
 echo "=== scenario 6: camera faults on demand -> host on verbs (rxe)"
 cam=$(udp_camera s6-camera.log --json --fault corrupt:every=400 --fault ecn:p=0.01 \
       --fault duplicate:every=500 --fault reorder:every=700 --fault loss:every=900 \
@@ -295,7 +311,7 @@ dupreq=$(echo "$d" | sed -n 's/.*duplicate_request=\([0-9]*\).*/\1/p')
 ok=0
 [[ $(field "$json" frames_bad) == 0 && $(field "$json" frames_dropped) -ge 1 \
    && $(( $(field "$json" frames_received) + $(field "$json" frames_dropped) )) -ge $FRAMES \
-   && $corrupt -gt 0 && ${oos:-0} -ge $corrupt && $(( 4 * ${dupreq:-0} )) -ge $(( 3 * dups )) \
+   && $corrupt -gt 0 && ${oos:-0} -ge $corrupt && $(( 2 * ${dupreq:-0} )) -ge $dups \
    && $(camfield retransmitted) -ge $corrupt && $(camfield "faults['stall']") == 1 ]] && ok=1
 report 6 camera-faults-on-demand $ok "$json" "camera: corrupt=$corrupt loss=$(camfield "faults['loss']") duplicate=$dups drop_frame=$drops ecn=$(camfield "faults['ecn']") cnps=$(camfield cnps) retransmitted=$(camfield retransmitted) seq_naks=$(camfield seq_naks) rxe: $d"
 [[ $ok == 1 ]] || { tail -3 "$OUT/s6-host.out.err"; tail -3 "$OUT/s6-camera.log"; }

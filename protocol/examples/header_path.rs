@@ -62,7 +62,7 @@ fn requester_path(n: u32, len: u32, payload: &[u8]) -> u32 {
     );
     cfg.pmtu = Pmtu::Mtu4096;
     cfg.max_unacked = 1 << 22;
-    cfg.timeout = 0;
+    // the camera's local ACK timeout (the default): armed per ACK request, never firing here
     let bufs = [payload];
     let mut rq: Requester<64, 64> = Requester::new(cfg);
     let mut sent = 0u32;

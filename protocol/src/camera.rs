@@ -172,6 +172,8 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     /// Real randomness for the device's QPN and first PSN (the OS's, the board's).
     entropy: Option<fn() -> u64>,
     queue_slack_ns: u64,
+    /// Packets are built by a data mover from descriptors ([`crate::rc::offload`]).
+    icrc_offload: bool,
 }
 
 impl<S: FrameSource, M: FrameMemory> core::fmt::Debug for Camera<S, M> {
@@ -217,6 +219,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             external_disconnect: false,
             entropy: None,
             queue_slack_ns: crate::rc::QUEUE_SLACK_NS,
+            icrc_offload: false,
         }
     }
 
@@ -226,6 +229,14 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     pub fn with_queue_slack(mut self, ns: u64) -> Self {
         self.queue_slack_ns = ns;
         self
+    }
+
+    /// Leave payload and ICRC to a data mover ([`crate::rc::offload`]): the queue pair's
+    /// packets come out of [`poll_packet`](Self::poll_packet) with `icrc_pending`, and
+    /// [`poll_transmit`](Self::poll_transmit) builds them with the software mover. From the next
+    /// connection on.
+    pub fn set_icrc_offload(&mut self, on: bool) {
+        self.icrc_offload = on;
     }
 
     /// Draw the device's QPN and first PSN with `entropy` (the OS's random source in the
@@ -434,6 +445,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         rq.ack_req_every = 64;
         rq.max_unacked = 128; // like rxe: a loss costs at most 128 packets of go-back-N
         rq.queue_slack_ns = self.queue_slack_ns;
+        rq.icrc_offload = self.icrc_offload;
         // the link speed (or the host's RATE_LIMIT) caps the rate; DCQCN cuts it on CNPs, as
         // RoCE NICs do, from that line rate
         let line = u64::from(p.rate_limit_mbps) * 1_000_000 / 8;
@@ -593,6 +605,11 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
         match self.poll_packet(now, 0, out)? {
             Tx::Bytes(n) => Some(n),
+            Tx::Packet(p) if p.icrc_pending => {
+                // what an FPGA's data mover does with the descriptor, in software
+                let d = crate::rc::offload::TxDescriptor::of(&p);
+                crate::rc::offload::move_packet(&d, &self.payloads(), out).ok()
+            }
             Tx::Packet(p) => p.copy_to(&self.payloads(), out),
         }
     }

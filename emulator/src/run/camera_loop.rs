@@ -228,7 +228,8 @@ impl CameraLoop {
         let roce_ip = opts.roce_ip.unwrap_or(std::net::IpAddr::V4(opts.ip()));
         let mut socket =
             RoceSocket::bind(roce_ip, opts.roce_port, 0, opts.loss, opts.seed ^ 0xca11)?;
-        socket.set_gso(opts.gso);
+        // a data mover builds each packet whole: no GSO runs of packets sealed for their place
+        socket.set_gso(opts.gso && !opts.data_mover);
         if let Some(p) = &opts.pcap {
             socket
                 .capture_to(p)
@@ -863,6 +864,7 @@ fn boot(opts: &RunOptions, cfg: &DeviceConfig, faults: &FaultEngine, camera_tx: 
     if let Some(a) = opts.roce_ip {
         cam = cam.with_roce_address(a);
     }
+    cam.set_icrc_offload(opts.data_mover);
     cam
 }
 

@@ -71,6 +71,9 @@ pub struct RunOptions {
     /// datagram, and aravis then assembles garbled frames; only a NIC that segments in
     /// hardware delivers the runs as separate packets to every receiver.
     pub gvsp_gso: bool,
+    /// `--data-mover`: the queue pair leaves payload and ICRC to a data mover, here the
+    /// software one, as an FPGA camera's fabric would take them (one datagram per packet).
+    pub data_mover: bool,
     /// While RoCEv2 packets flow, poll the RoCEv2 socket this long for an ACK before sleeping
     /// (an RDMA NIC's requester never sleeps; a sleeping camera pays a wake-up per window,
     /// which on a lossy link, where the window is small, halves its goodput). Polls that catch
@@ -112,6 +115,7 @@ impl RunOptions {
             verbs: None,
             gso: true,
             gvsp_gso: false,
+            data_mover: false,
             busy_poll: None,
             latency_log: None,
             images: None,
