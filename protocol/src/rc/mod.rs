@@ -149,10 +149,19 @@ impl Path {
 /// The local ACK timeout an IB `timeout` code asks for: 4.096 µs × 2^code; `None` for code 0
 /// (infinite).
 pub const fn local_ack_timeout(code: u8) -> Option<Duration> {
+    match local_ack_timeout_ns(code) {
+        Some(ns) => Some(Duration::from_nanos(ns)),
+        None => None,
+    }
+}
+
+/// [`local_ack_timeout`] in nanoseconds.
+#[inline]
+pub const fn local_ack_timeout_ns(code: u8) -> Option<u64> {
     if code == 0 {
         None
     } else {
-        Some(Duration::from_nanos(4096u64 << (code as u32 & 31)))
+        Some(4096u64 << (code as u32 & 31))
     }
 }
 

@@ -109,6 +109,7 @@ impl RateController {
     }
 
     /// The rate in force, bytes/s; `None` when nothing limits it.
+    #[inline]
     pub fn current_rate(&self) -> Option<u64> {
         match (self.cfg.static_limit, self.cfg.dcqcn.is_some()) {
             (Some(s), true) => Some(s.min(self.rc)),
@@ -139,7 +140,15 @@ impl RateController {
     }
 
     /// Account for `wire_bytes` sent at `now`.
+    #[inline]
     pub fn on_sent(&mut self, now: Instant, wire_bytes: usize) {
+        if self.cfg.static_limit.is_none() && self.cfg.dcqcn.is_none() {
+            return; // nothing limits the rate: nothing to account
+        }
+        self.on_sent_limited(now, wire_bytes);
+    }
+
+    fn on_sent_limited(&mut self, now: Instant, wire_bytes: usize) {
         if let Some(rate) = self.current_rate().filter(|r| *r > 0) {
             let cost = Duration::from_nanos(wire_bytes as u64 * 1_000_000_000 / rate);
             // allow a burst of 64 KiB worth of time so a late poll does not lose throughput

@@ -7,13 +7,13 @@ use heapless::Deque;
 use super::rate::{RateConfig, RateController};
 use super::rtt::{MIN_RTO, RttEstimator};
 use super::window::LossWindow;
-use super::{Instant, Path, PayloadRef, PayloadSource, local_ack_timeout};
+use super::{Instant, Path, PayloadRef, PayloadSource, local_ack_timeout, local_ack_timeout_ns};
 use crate::wire::aeth::{AethSyndrome, NakCode, rnr_timer_micros};
 use crate::wire::bth::{psn_add, psn_diff};
 use crate::wire::opcode::Transport;
 use crate::wire::pmtu::{MessageKind, Pmtu, Segment, packet_count, segment};
 use crate::wire::roce::MAX_HEADER_LEN;
-use crate::wire::{BthRepr, HeaderTemplate, IbRepr, Opcode, RethRepr, RoceV2Repr};
+use crate::wire::{BthRepr, HeaderTemplate, IbRepr, Opcode, PacketFields, RethRepr, RoceV2Repr};
 
 /// Static settings of a requester (the QP attributes of `ibv_modify_qp` RTR/RTS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,14 +323,19 @@ fn zero_trailer(payload_len: usize, trailer: &mut [u8; 7]) -> usize {
     tl
 }
 
-/// What a [`HeaderTemplate`] is valid for: packets of one opcode and payload length on a path
-/// with one ECN codepoint (the rest of the headers is fixed for a queue pair).
+/// What a [`HeaderTemplate`] is valid for: packets of one opcode, payload length and solicited
+/// bit on a path with one ECN codepoint (the rest of the headers is fixed for a queue pair).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct TemplateKey {
     opcode: u8,
-    len: u32,
+    solicited: bool,
     ecn: u8,
+    len: u32,
 }
+
+/// Header templates kept per queue pair, one slot per opcode modulo this: a stream's FIRST,
+/// MIDDLE, LAST and ONLY opcodes of WRITE and SEND land in different slots.
+const TEMPLATE_SLOTS: usize = 8;
 
 /// How long after a loss tail-loss probes stay armed. A probe guesses that silence means the
 /// tail of what was sent is lost; on a path that has lost nothing lately a late answer (a peer
@@ -417,10 +422,17 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     rate: RateController,
     src_port: u16,
     ipv4_ident: u16,
-    /// Headers of the last packet shape without extension headers, patched per packet.
-    template: Option<(TemplateKey, HeaderTemplate)>,
+    /// Headers of the packet shapes sent last, patched per packet (slot: opcode modulo
+    /// [`TEMPLATE_SLOTS`]).
+    templates: [Option<(TemplateKey, HeaderTemplate)>; TEMPLATE_SLOTS],
     /// The send-queue entry of the last packet sent ([`Self::wqe_of`]).
     last_wqe: Option<Wqe>,
+    /// Where `last_wqe` was in the send queue, counted in entries ever removed from its front
+    /// plus its position then: the entry after it is the next message's, found without a
+    /// search while messages go out in order.
+    last_wqe_at: u64,
+    /// Entries ever removed from the front of the send queue.
+    sq_popped: u64,
     counters: RequesterCounters,
 }
 
@@ -459,8 +471,10 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             rate: RateController::new(cfg.rate),
             src_port: cfg.path.source_port(cfg.local_qpn, cfg.remote_qpn),
             ipv4_ident: 0,
-            template: None,
+            templates: [const { None }; TEMPLATE_SLOTS],
             last_wqe: None,
+            last_wqe_at: 0,
+            sq_popped: 0,
             counters: RequesterCounters::default(),
         }
     }
@@ -568,7 +582,24 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     }
 
     /// Build the next packet to send at `now`, if the window, the rate and RNR waits allow.
+    #[inline]
     pub fn poll_transmit<S: PayloadSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        src: &S,
+    ) -> Option<TxPacket> {
+        // the steady state inline in the caller's loop, everything else out of line
+        match self.poll_middle(now, src) {
+            Some(p) => Some(p),
+            None => self.poll_transmit_general(now, src),
+        }
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) for every packet but a MIDDLE in the steady
+    /// state: FIRST, LAST and ONLY packets, retransmissions, probes, and the packets that close
+    /// a window or ask for an ACK out of turn.
+    #[inline(never)]
+    fn poll_transmit_general<S: PayloadSource + ?Sized>(
         &mut self,
         now: Instant,
         src: &S,
@@ -644,22 +675,37 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let (hl, tl) = self.emit(&wqe, seg, psn, ack_req, solicited, bytes, &mut pkt)?;
         pkt.header_len = hl as u8;
         pkt.trailer_len = tl as u8;
-        let c = &mut self.counters;
-        c.packets_sent += 1;
-        c.payload_bytes_sent += u64::from(seg.len);
-        c.wire_bytes_sent += pkt.len() as u64;
-        c.retransmitted_packets += u64::from(retransmission);
-        c.tail_probes += u64::from(probe.is_some());
+        self.counters.tail_probes += u64::from(probe.is_some());
         self.probe_new_due = false;
-        self.rate.on_sent(now, pkt.len());
         if probe.is_some() {
+            self.count_sent(now, &pkt);
             // a probe changes nothing of what is sent next; its answer (an ACK, a re-ACK of a
             // duplicate, or a NAK for what is missing) does. That answer cannot tell which send
             // of the probed packet it follows (Karn): no round-trip sample from it.
             self.sent_times.clear();
             return Some(pkt);
         }
+        self.sent(now, &pkt, ack_req);
+        Some(pkt)
+    }
 
+    /// The counters and the rate controller's share of sending `pkt` at `now`.
+    #[inline(always)]
+    fn count_sent(&mut self, now: Instant, pkt: &TxPacket) {
+        let c = &mut self.counters;
+        c.packets_sent += 1;
+        c.payload_bytes_sent += u64::from(pkt.payload_len);
+        c.wire_bytes_sent += pkt.len() as u64;
+        c.retransmitted_packets += u64::from(pkt.retransmission);
+        self.rate.on_sent(now, pkt.len());
+    }
+
+    /// The bookkeeping of sending `pkt` (not a probe) at `now`: counters, ACK-request spacing,
+    /// round-trip samples, the next PSN, the ACK timer.
+    #[inline(always)]
+    fn sent(&mut self, now: Instant, pkt: &TxPacket, ack_req: bool) {
+        self.count_sent(now, pkt);
+        let (psn, retransmission) = (pkt.psn, pkt.retransmission);
         self.packets_since_ackreq = if ack_req {
             0
         } else {
@@ -681,9 +727,85 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // The timer runs from the newest ACK-requesting packet, so pacing a long window out
         // slowly cannot fire it while ACKs are still due.
         if self.ack_deadline.is_none() || ack_req {
-            self.ack_deadline = self.rto(now).map(|t| now + t);
-            self.probe_at = self.pto(now).map(|t| now + t);
+            (self.ack_deadline, self.probe_at) = self.timers(now);
         }
+    }
+
+    /// The next packet when it is the MIDDLE packet of a long message, sent for the first time
+    /// with nothing else pending (no probe, RNR wait or go-back; window and rate open), through
+    /// the template of the message's MIDDLE packets: the steady state of streaming a frame,
+    /// with nothing worked out again that depends only on the message. `None` hands over to
+    /// the general path, which sends the same bytes.
+    #[inline(always)]
+    fn poll_middle<S: PayloadSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        src: &S,
+    ) -> Option<TxPacket> {
+        let psn = self.send_psn;
+        if self.state != State::Ready
+            || self.rnr_until.is_some()
+            || self.probe_psn.is_some()
+            || self.probe_new_due
+            || psn != self.sent_end
+        {
+            return None;
+        }
+        let w = self.last_wqe?;
+        let index = psn_diff(psn, w.first_psn);
+        let window = self.window();
+        let unacked = self.unacked(psn);
+        if index <= 0
+            || index as u32 + 1 >= w.npkts
+            || unacked + 1 >= window
+            || now < self.rate.next_send_time()
+        {
+            return None;
+        }
+        let opcode = match w.wr.kind {
+            MessageKind::Write | MessageKind::WriteImm => Opcode::RC_WRITE_MIDDLE,
+            MessageKind::Send | MessageKind::SendImm => Opcode::RC_SEND_MIDDLE,
+        };
+        let len = self.cfg.pmtu.bytes();
+        let (key, t) = self.templates[usize::from(opcode.0) % TEMPLATE_SLOTS].as_ref()?;
+        if key.opcode != opcode.0 || key.len != len || key.ecn != self.cfg.path.ecn || key.solicited
+        {
+            return None;
+        }
+        let ack_req =
+            self.packets_since_ackreq + 1 >= self.cfg.ack_req_every.min((window / 4).max(1));
+        let payload = PayloadRef {
+            handle: w.wr.payload.handle,
+            offset: w.wr.payload.offset + u64::from(index as u32) * u64::from(len),
+        };
+        let f = PacketFields {
+            psn,
+            ack_req,
+            ident: self.ipv4_ident,
+            ..PacketFields::default()
+        };
+        let mut pkt = TxPacket {
+            header: *t.unpatched(),
+            header_len: t.header_len() as u8,
+            trailer: [0; 7],
+            trailer_len: 0,
+            payload,
+            payload_len: len,
+            psn,
+            retransmission: false,
+            icrc_pending: self.cfg.icrc_offload,
+        };
+        t.patch(&f, &mut pkt.header);
+        pkt.trailer_len = if self.cfg.icrc_offload {
+            if !src.contains(payload.handle, payload.offset, len as usize) {
+                return None; // the general path fails the request
+            }
+            zero_trailer(len as usize, &mut pkt.trailer)
+        } else {
+            let b = src.payload(payload.handle, payload.offset, len as usize)?;
+            t.trailer(&f, &pkt.header, [b], &mut pkt.trailer).ok()?
+        } as u8;
+        self.sent(now, &pkt, ack_req);
         Some(pkt)
     }
 
@@ -692,36 +814,60 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// order (a linear scan of 64 one-packet WRITEs cost ~300 instructions a packet). Entries
     /// never change once posted, so the copy kept stays right while its PSNs are sent.
     fn wqe_of(&mut self, psn: u32) -> Option<Wqe> {
-        if let Some(w) = self.last_wqe
-            && psn_diff(psn, w.first_psn) >= 0
-            && psn_diff(psn, w.last_psn()) <= 0
-        {
-            return Some(w);
+        if let Some(w) = self.last_wqe {
+            if psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0 {
+                return Some(w);
+            }
+            // the next message's entry, the common case of sending in order
+            if psn == psn_add(w.last_psn(), 1)
+                && let Some(pos) = (self.last_wqe_at + 1).checked_sub(self.sq_popped)
+                && let Some(next) = self.sq_entry(pos as usize)
+                && next.first_psn == psn
+            {
+                self.last_wqe = Some(next);
+                self.last_wqe_at += 1;
+                return Some(next);
+            }
         }
-        self.last_wqe = self.search_wqe(psn);
-        self.last_wqe
+        let (w, pos) = self.search_wqe(psn)?;
+        self.last_wqe = Some(w);
+        self.last_wqe_at = self.sq_popped + pos as u64;
+        Some(w)
     }
 
-    fn search_wqe(&self, psn: u32) -> Option<Wqe> {
+    /// The send-queue entry at `pos` from the front.
+    #[inline]
+    fn sq_entry(&self, pos: usize) -> Option<Wqe> {
         let (a, b) = self.sq.as_slices();
+        match a.get(pos) {
+            Some(w) => Some(*w),
+            None => b.get(pos - a.len()).copied(),
+        }
+    }
+
+    /// The entry holding `psn` and its position from the front of the queue.
+    fn search_wqe(&self, psn: u32) -> Option<(Wqe, usize)> {
+        let (a, b) = self.sq.as_slices();
+        let mut base = 0;
         for part in [a, b] {
             // the first entry whose last PSN is not before `psn`
             let i = part.partition_point(|w| psn_diff(w.last_psn(), psn) < 0);
             if let Some(w) = part.get(i)
                 && psn_diff(psn, w.first_psn) >= 0
             {
-                return Some(*w);
+                return Some((*w, base + i));
             }
+            base += part.len();
         }
         None
     }
 
-    /// The headers and trailer of `wqe`'s packet `seg` with `psn` into `pkt`: through the
-    /// header template when the packet carries no extension header (a MIDDLE, or a LAST
-    /// without immediate data: all of a long message's packets but its first), else built field
-    /// by field. Without `bytes` (a data mover computes the ICRC) the trailer is the pad and
-    /// four zero bytes. Returns the header and trailer lengths.
+    /// The headers and trailer of `wqe`'s packet `seg` with `psn` into `pkt`, through the
+    /// header template of the packet's shape (built from the plain path's headers when the
+    /// shape is new). Without `bytes` (a data mover computes the ICRC) the trailer is the pad
+    /// and four zero bytes. Returns the header and trailer lengths.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn emit(
         &mut self,
         wqe: &Wqe,
@@ -732,61 +878,62 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         bytes: Option<&[u8]>,
         pkt: &mut TxPacket,
     ) -> Option<(usize, usize)> {
-        let h = seg.opcode.headers();
         let shape = TemplateKey {
             opcode: seg.opcode.0,
-            len: seg.len,
+            solicited,
             ecn: self.cfg.path.ecn,
+            len: seg.len,
         };
-        let plain = h.reth || h.immdt || solicited;
-        if !plain && self.template.as_ref().is_some_and(|(k, _)| *k == shape) {
-            let t = &self.template.as_ref()?.1;
-            let (h, tr, ident) = (&mut pkt.header, &mut pkt.trailer, self.ipv4_ident);
-            return match bytes {
-                Some(b) => t.emit(psn, ack_req, ident, [b], h, tr).ok(),
-                None => {
-                    let hl = t.emit_header(psn, ack_req, ident, h).ok()?;
-                    Some((hl, zero_trailer(seg.len as usize, tr)))
-                }
-            };
-        }
-        let mut bth = BthRepr::new(seg.opcode, self.cfg.remote_qpn, psn);
-        bth.ack_req = ack_req;
-        bth.solicited = solicited;
-        let mut ib = IbRepr::new(bth);
-        if h.reth {
-            ib.reth = Some(RethRepr {
+        let slot = usize::from(seg.opcode.0) % TEMPLATE_SLOTS;
+        let t = match &self.templates[slot] {
+            Some((k, t)) if *k == shape => t,
+            _ => {
+                let t = self.template_for(shape)?;
+                &self.templates[slot].insert((shape, t)).1
+            }
+        };
+        let f = PacketFields {
+            psn,
+            ack_req,
+            ident: self.ipv4_ident,
+            reth: RethRepr {
                 va: wqe.wr.remote_va,
                 rkey: wqe.wr.rkey,
                 dma_len: wqe.wr.len,
-            });
+            },
+            imm: wqe.wr.imm,
+        };
+        match bytes {
+            Some(b) => t.emit(&f, [b], &mut pkt.header, &mut pkt.trailer).ok(),
+            None => {
+                let hl = t.emit_header(&f, &mut pkt.header).ok()?;
+                Some((hl, zero_trailer(seg.len as usize, &mut pkt.trailer)))
+            }
+        }
+    }
+
+    /// The header template of packets of `shape`, from the plain path's headers.
+    #[cold]
+    fn template_for(&self, shape: TemplateKey) -> Option<HeaderTemplate> {
+        let opcode = Opcode(shape.opcode);
+        let h = opcode.headers();
+        let mut bth = BthRepr::new(opcode, self.cfg.remote_qpn, 0);
+        bth.solicited = shape.solicited;
+        let mut ib = IbRepr::new(bth);
+        if h.reth {
+            ib.reth = Some(RethRepr::default());
         }
         if h.immdt {
-            ib.immdt = Some(wqe.wr.imm);
-        }
-        let mut ip = self.cfg.path.ip_repr(self.cfg.path.ecn)?;
-        if let crate::wire::IpRepr::V4 { ident, .. } = &mut ip {
-            *ident = self.ipv4_ident;
+            ib.immdt = Some(0);
         }
         let repr = RoceV2Repr {
-            ip,
+            ip: self.cfg.path.ip_repr(shape.ecn)?,
             src_port: self.src_port,
             dst_port: self.cfg.path.dst_port,
             ib,
-            payload_len: seg.len as usize,
+            payload_len: shape.len as usize,
         };
-        if !plain {
-            // the next packets of this shape patch these headers
-            self.template = HeaderTemplate::new(&repr).ok().map(|t| (shape, t));
-        }
-        let hl = repr.emit_header(&mut pkt.header).ok()?;
-        let tl = match bytes {
-            Some(b) => repr
-                .emit_trailer(&pkt.header[..hl], [b], &mut pkt.trailer)
-                .ok()?,
-            None => zero_trailer(seg.len as usize, &mut pkt.trailer),
-        };
-        Some((hl, tl))
+        HeaderTemplate::new(&repr).ok()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) or [`poll_transmit`](Self::poll_transmit)
@@ -1058,6 +1205,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 break;
             }
             let w = self.sq.pop_front().expect("front exists");
+            self.sq_popped += 1;
             self.complete(w.wr, WcStatus::Success);
         }
         self.retry_left = self.cfg.retry_cnt;
@@ -1071,6 +1219,23 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     }
 
     /// The tail-loss probe timeout ([`RttEstimator::pto`]).
+    /// The ACK deadline and the probe time of a packet asking for an ACK at `now`: one
+    /// retransmission timeout computed for both, in nanoseconds.
+    #[inline]
+    fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
+        let Some(max) = local_ack_timeout_ns(self.cfg.timeout) else {
+            return (None, None);
+        };
+        let lossy = self.loss_seen.is_some_and(|t| recent(now, t));
+        let floor = self.cfg.min_rto.as_nanos() as u64;
+        let rto = self.rtt.rto_ns(self.backoff, floor, max, !lossy);
+        let probe = if lossy { self.rtt.pto_ns(rto) } else { None };
+        (
+            Some(Instant(now.0 + rto)),
+            probe.map(|p| Instant(now.0 + p)),
+        )
+    }
+
     fn pto(&self, now: Instant) -> Option<Duration> {
         if self.loss_seen.is_none_or(|t| !recent(now, t)) {
             return None;
@@ -1131,6 +1296,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.rnr_until = None;
         while let Some(w) = self.sq.pop_front() {
             let holds = psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0;
+            self.sq_popped += 1;
             let s = if holds { status } else { WcStatus::Flushed };
             self.complete(w.wr, s);
         }

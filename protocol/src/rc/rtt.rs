@@ -109,18 +109,30 @@ impl RttEstimator {
     /// [`INITIAL_RTO`] before; doubled per backoff step, never longer than `max` (the configured
     /// local ACK timeout).
     pub fn rto(&self, backoff: u32, floor: Duration, max: Duration, patient: bool) -> Duration {
+        Duration::from_nanos(self.rto_ns(
+            backoff,
+            floor.as_nanos() as u64,
+            max.as_nanos() as u64,
+            patient,
+        ))
+    }
+
+    /// [`rto`](Self::rto) in nanoseconds (what the requester arms per ACK request, without
+    /// `Duration`'s seconds-and-nanoseconds arithmetic).
+    #[inline]
+    pub fn rto_ns(&self, backoff: u32, floor_ns: u64, max_ns: u64, patient: bool) -> u64 {
         let base = match self.smoothed {
-            None => INITIAL_RTO,
+            None => INITIAL_RTO.as_nanos() as u64,
             Some((srtt, var)) => {
                 let longest = if patient {
                     self.recent_max + self.recent_max / 4
                 } else {
                     0
                 };
-                Duration::from_nanos((srtt + 4 * var).max(longest)).max(floor)
+                (srtt + 4 * var).max(longest).max(floor_ns)
             }
         };
-        base.saturating_mul(1 << backoff.min(16)).min(max)
+        base.saturating_mul(1 << backoff.min(16)).min(max_ns)
     }
 
     /// The tail-loss probe timeout: two smoothed round trips (at least [`MIN_PTO`]), when that
@@ -128,8 +140,14 @@ impl RttEstimator {
     /// again; a timeout sends the window again, so only the timeout waits out the longest recent
     /// delay.
     pub fn pto(&self, rto: Duration) -> Option<Duration> {
-        let pto = Duration::from_nanos(2 * self.smoothed()?).max(MIN_PTO);
-        (pto < rto).then_some(pto)
+        self.pto_ns(rto.as_nanos() as u64).map(Duration::from_nanos)
+    }
+
+    /// [`pto`](Self::pto) in nanoseconds.
+    #[inline]
+    pub fn pto_ns(&self, rto_ns: u64) -> Option<u64> {
+        let pto = (2 * self.smoothed()?).max(MIN_PTO.as_nanos() as u64);
+        (pto < rto_ns).then_some(pto)
     }
 }
 

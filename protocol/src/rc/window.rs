@@ -42,6 +42,7 @@ impl LossWindow {
     }
 
     /// Packets that may be in flight unacknowledged now.
+    #[inline]
     pub fn get(&self) -> u32 {
         self.cwnd.min(self.max).max(1)
     }

@@ -29,7 +29,7 @@ pub use opcode::Opcode;
 pub use pmtu::Pmtu;
 pub use reth::RethRepr;
 pub use roce::{IbRepr, IpRepr, RoceV1Repr, RoceV2Repr};
-pub use template::HeaderTemplate;
+pub use template::{HeaderTemplate, PacketFields};
 
 /// Why a buffer could not be parsed or emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

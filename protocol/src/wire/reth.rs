@@ -8,7 +8,7 @@ use super::{Error, Result};
 pub const HEADER_LEN: usize = 16;
 
 /// The contents of a RETH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RethRepr {
     /// Remote virtual address of the first byte.
     pub va: u64,

@@ -1,39 +1,117 @@
-//! Headers built once per message shape, patched per packet.
+//! Headers built once per packet shape, patched per packet.
 //!
-//! Consecutive MIDDLE packets of a long WRITE (or SEND) differ in three header fields only:
-//! the PSN, the AckReq bit and the IPv4 identification (with the header checksum that covers
-//! it). A [`HeaderTemplate`] holds the headers of such a packet with those fields zero, and the
-//! same bytes with the fields the ICRC masks already masked; [`HeaderTemplate::emit`] copies
-//! both, writes the three fields (the checksum updated incrementally, RFC 1624) and runs the
-//! ICRC over the masked copy and the payload. The bytes are those [`RoceV2Repr::emit_header`]
-//! and [`RoceV2Repr::emit_trailer`] write for the same packet (property-tested in
-//! `tests/template.rs`).
+//! Packets of one shape (opcode, payload length, solicited bit, path) differ in a few header
+//! fields only: the PSN and AckReq bit, the IPv4 identification (with the header checksum that
+//! covers it), and the RETH and immediate data where the opcode carries them. A
+//! [`HeaderTemplate`] holds the headers of the shape with those fields zero, and the ICRC of
+//! everything before the PSN word, masked as the ICRC masks it. [`HeaderTemplate::emit`]
+//! copies the headers, writes the packet's fields (the IPv4 checksum updated incrementally,
+//! RFC 1624), and resumes the ICRC from the stored value: the identification enters through a
+//! table (the CRC is linear, so a field's contribution can be added afterwards), the PSN word
+//! and extension headers (4 to 24 bytes) through a byte loop, then the payload. The bytes are
+//! those [`RoceV2Repr::emit_header`] and [`RoceV2Repr::emit_trailer`] write for the same packet
+//! (property-tested in `tests/template.rs` and against the captured vectors).
 
-use super::icrc::{Icrc, mask_bth, mask_ipv4, mask_ipv6, mask_udp};
+use super::icrc::{
+    CRC_TABLE, Icrc, mask_bth, mask_ipv4, mask_ipv6, mask_udp, register_update,
+    register_update_words,
+};
+use super::reth::RethRepr;
 use super::roce::{IpRepr, MAX_HEADER_LEN, RoceV2Repr, pad_len};
 use super::{Error, Result, bth, udp};
 
-/// The headers of one message shape (opcode, payload length, path), PSN, AckReq and IPv4
-/// identification left to [`emit`](Self::emit).
+/// What one packet of a template's shape has of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PacketFields {
+    /// Packet sequence number.
+    pub psn: u32,
+    /// The BTH AckReq bit.
+    pub ack_req: bool,
+    /// IPv4 identification (no field over IPv6).
+    pub ident: u16,
+    /// The RETH, for shapes whose opcode carries one (ignored otherwise).
+    pub reth: RethRepr,
+    /// Immediate data, for shapes whose opcode carries it (ignored otherwise).
+    pub imm: u32,
+}
+
+/// The headers of one packet shape; the fields of [`PacketFields`] are left to
+/// [`emit`](Self::emit).
 #[derive(Debug, Clone)]
 pub struct HeaderTemplate {
     header: [u8; MAX_HEADER_LEN],
-    /// `header` with the ICRC's masked fields set to all-ones.
-    masked: [u8; MAX_HEADER_LEN],
     header_len: u8,
-    /// Offset of the BTH.
-    bth_at: u8,
+    /// Offset of the BTH's AckReq/PSN word: the ICRC's fixed part ends here.
+    psn_at: u8,
+    /// Offset of the RETH (0: none).
+    reth_at: u8,
+    /// Offset of the immediate data (0: none).
+    immdt_at: u8,
     /// IPv4: the header checksum with identification 0 (`None` for IPv6).
     ipv4_checksum: Option<u16>,
+    /// ICRC (finalised form) of the LRH stand-in and the masked headers up to `psn_at`,
+    /// identification 0.
+    prefix_crc: u32,
     payload_len: u32,
 }
 
+/// Offset of the AckReq/PSN word in an IPv4 RoCEv2 packet (20-byte IP header, UDP, 8 bytes of
+/// BTH); the identification (bytes 4 and 5) is followed by this many bytes up to it.
+const IPV4_PSN_AT: usize = 20 + udp::HEADER_LEN + 8;
+const IDENT_TRAILING: usize = IPV4_PSN_AT - 6;
+
+/// The CRC register's change after the ICRC's fixed part when the identification's nibble `n`
+/// (most significant first) is `v` rather than 0: the CRC is linear over GF(2), so a field's
+/// contribution is the register of the field alone, from a zero register, run on through the
+/// zero bytes that follow it.
+const IDENT_DELTA: [[u32; 16]; 4] = {
+    let mut t = [[0u32; 16]; 4];
+    let mut n = 0;
+    while n < 4 {
+        let mut v = 0;
+        while v < 16 {
+            let field = ((v as u16) << (12 - 4 * n)).to_be_bytes();
+            let mut reg = register_update(0, &field);
+            let mut z = 0;
+            while z < IDENT_TRAILING {
+                reg = (reg >> 8) ^ CRC_TABLE[(reg & 0xff) as usize];
+                z += 1;
+            }
+            t[n][v] = reg;
+            v += 1;
+        }
+        n += 1;
+    }
+    t
+};
+
+#[inline]
+fn ident_delta(ident: u16) -> u32 {
+    let i = usize::from(ident);
+    IDENT_DELTA[0][i >> 12]
+        ^ IDENT_DELTA[1][(i >> 8) & 15]
+        ^ IDENT_DELTA[2][(i >> 4) & 15]
+        ^ IDENT_DELTA[3][i & 15]
+}
+
 impl HeaderTemplate {
-    /// The template of `repr`'s shape; its PSN, AckReq and IPv4 identification are ignored.
+    /// The template of `repr`'s shape; its PSN, AckReq, IPv4 identification, RETH and
+    /// immediate data are ignored. Only the extension headers a requester sends (RETH,
+    /// immediate data) are supported.
     pub fn new(repr: &RoceV2Repr) -> Result<Self> {
         let mut r = *repr;
-        r.ib.bth.psn = 0;
-        r.ib.bth.ack_req = false;
+        let ib = &mut r.ib;
+        if ib.deth.is_some() || ib.aeth.is_some() || ib.ieth.is_some() {
+            return Err(Error::Unsupported);
+        }
+        ib.bth.psn = 0;
+        ib.bth.ack_req = false;
+        if let Some(reth) = &mut ib.reth {
+            *reth = RethRepr::default();
+        }
+        if let Some(imm) = &mut ib.immdt {
+            *imm = 0;
+        }
         if let IpRepr::V4 { ident, .. } = &mut r.ip {
             *ident = 0;
         }
@@ -41,9 +119,13 @@ impl HeaderTemplate {
         let hl = r.emit_header(&mut header)?;
         let ip_len = r.ip.buffer_len();
         let bth_at = ip_len + udp::HEADER_LEN;
+        let psn_at = bth_at + 8;
         let mut masked = header;
         let ipv4_checksum = match r.ip {
             IpRepr::V4 { .. } => {
+                if psn_at != IPV4_PSN_AT {
+                    return Err(Error::Unsupported);
+                }
                 mask_ipv4(&mut masked[..ip_len]);
                 Some(u16::from_be_bytes([header[10], header[11]]))
             }
@@ -54,12 +136,26 @@ impl HeaderTemplate {
         };
         mask_udp(&mut masked[ip_len..bth_at]);
         mask_bth(&mut masked[bth_at..bth_at + bth::HEADER_LEN]);
+        let mut c = Icrc::new();
+        c.update(&masked[..psn_at]);
+        let h = r.ib.bth.opcode.headers();
+        let ext_at = bth_at + bth::HEADER_LEN;
         Ok(HeaderTemplate {
             header,
-            masked,
             header_len: hl as u8,
-            bth_at: bth_at as u8,
+            psn_at: psn_at as u8,
+            reth_at: if h.reth {
+                (ext_at + h.reth_offset()) as u8
+            } else {
+                0
+            },
+            immdt_at: if h.immdt {
+                (ext_at + h.immdt_offset()) as u8
+            } else {
+                0
+            },
             ipv4_checksum,
+            prefix_crc: c.finish(),
             payload_len: repr.payload_len as u32,
         })
     }
@@ -70,63 +166,115 @@ impl HeaderTemplate {
         self.payload_len
     }
 
-    /// Write only the headers of the packet with `psn`, `ack_req` and IPv4 identification
-    /// `ident` into `header` (for a data mover that computes the ICRC); returns their length.
-    pub fn emit_header(
-        &self,
-        psn: u32,
-        ack_req: bool,
-        ident: u16,
-        header: &mut [u8],
-    ) -> Result<usize> {
+    /// Length of the headers this template writes.
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        usize::from(self.header_len)
+    }
+
+    /// Write only the headers of the packet with `f` into `header` (for a data mover that
+    /// computes the ICRC); returns their length.
+    #[inline]
+    pub fn emit_header(&self, f: &PacketFields, header: &mut [u8]) -> Result<usize> {
         let hl = usize::from(self.header_len);
-        if header.len() < hl {
+        let Some(h) = header.get_mut(..hl) else {
             return Err(Error::Truncated);
-        }
-        header[..hl].copy_from_slice(&self.header[..hl]);
-        let b = usize::from(self.bth_at);
-        let a_psn = (u32::from(ack_req) << 31 | (psn & bth::PSN_MASK)).to_be_bytes();
-        header[b + 8..b + 12].copy_from_slice(&a_psn);
-        if let Some(c0) = self.ipv4_checksum {
-            header[4..6].copy_from_slice(&ident.to_be_bytes());
-            header[10..12].copy_from_slice(&checksum_with(c0, ident).to_be_bytes());
-        }
+        };
+        let mut full = self.header;
+        self.patch(f, &mut full);
+        h.copy_from_slice(&full[..hl]);
         Ok(hl)
     }
 
-    /// Write the headers of the packet with `psn`, `ack_req` and IPv4 identification `ident`
-    /// into `header` and, the payload streamed through the ICRC, pad and ICRC into `trailer`;
-    /// returns both lengths.
+    /// The headers of the packet with `f`, in a header buffer of the largest size (the
+    /// template's whole buffer copied at once, then patched); their length is
+    /// [`header_len`](Self::header_len).
+    #[inline(always)]
+    pub fn header(&self, f: &PacketFields) -> [u8; MAX_HEADER_LEN] {
+        let mut h = self.header;
+        self.patch(f, &mut h);
+        h
+    }
+
+    /// The shape's headers with the per-packet fields zero, in a header buffer of the largest
+    /// size; [`patch`](Self::patch) then writes a packet's fields.
+    #[inline(always)]
+    pub fn unpatched(&self) -> &[u8; MAX_HEADER_LEN] {
+        &self.header
+    }
+
+    /// Write the fields of the packet with `f` into `h`, a copy of
+    /// [`unpatched`](Self::unpatched).
+    #[inline(always)]
+    pub fn patch(&self, f: &PacketFields, h: &mut [u8; MAX_HEADER_LEN]) {
+        let p = usize::from(self.psn_at);
+        let a_psn = (u32::from(f.ack_req) << 31 | (f.psn & bth::PSN_MASK)).to_be_bytes();
+        h[p..p + 4].copy_from_slice(&a_psn);
+        if self.reth_at != 0 {
+            let r = usize::from(self.reth_at);
+            h[r..r + 8].copy_from_slice(&f.reth.va.to_be_bytes());
+            h[r + 8..r + 12].copy_from_slice(&f.reth.rkey.to_be_bytes());
+            h[r + 12..r + 16].copy_from_slice(&f.reth.dma_len.to_be_bytes());
+        }
+        if self.immdt_at != 0 {
+            let i = usize::from(self.immdt_at);
+            h[i..i + 4].copy_from_slice(&f.imm.to_be_bytes());
+        }
+        if let Some(c0) = self.ipv4_checksum {
+            h[4..6].copy_from_slice(&f.ident.to_be_bytes());
+            h[10..12].copy_from_slice(&checksum_with(c0, f.ident).to_be_bytes());
+        }
+    }
+
+    /// The ICRC of the headers `emit_header` wrote into `header` for `f`, to go on with the
+    /// payload.
+    #[inline(always)]
+    fn header_icrc(&self, f: &PacketFields, header: &[u8]) -> Icrc {
+        let mut reg = !self.prefix_crc;
+        if self.ipv4_checksum.is_some() && f.ident != 0 {
+            reg ^= ident_delta(f.ident);
+        }
+        let hl = usize::from(self.header_len);
+        reg = register_update_words(reg, &header[usize::from(self.psn_at)..hl]);
+        Icrc::resume(!reg)
+    }
+
+    /// Write the headers of the packet with `f` into `header` and, the payload streamed
+    /// through the ICRC, pad and ICRC into `trailer`; returns both lengths.
     #[inline]
     pub fn emit<'a>(
         &self,
-        psn: u32,
-        ack_req: bool,
-        ident: u16,
+        f: &PacketFields,
         payload: impl IntoIterator<Item = &'a [u8]>,
         header: &mut [u8],
         trailer: &mut [u8],
     ) -> Result<(usize, usize)> {
         let hl = usize::from(self.header_len);
+        let Some(out) = header.get_mut(..hl) else {
+            return Err(Error::Truncated);
+        };
+        let full = self.header(f);
+        out.copy_from_slice(&full[..hl]);
+        let tl = self.trailer(f, &full, payload, trailer)?;
+        Ok((hl, tl))
+    }
+
+    /// Given the headers [`header`](Self::header) wrote for `f`, and the payload streamed
+    /// through the ICRC, write pad and ICRC into `trailer`; returns its length.
+    #[inline(always)]
+    pub fn trailer<'a>(
+        &self,
+        f: &PacketFields,
+        header: &[u8; MAX_HEADER_LEN],
+        payload: impl IntoIterator<Item = &'a [u8]>,
+        trailer: &mut [u8],
+    ) -> Result<usize> {
         let pad = pad_len(self.payload_len as usize);
         let tl = pad + super::icrc::ICRC_LEN;
-        if header.len() < hl || trailer.len() < tl {
+        let Some(out) = trailer.get_mut(..tl) else {
             return Err(Error::Truncated);
-        }
-        let mut masked = self.masked;
-        header[..hl].copy_from_slice(&self.header[..hl]);
-        let b = usize::from(self.bth_at);
-        let a_psn = (u32::from(ack_req) << 31 | (psn & bth::PSN_MASK)).to_be_bytes();
-        header[b + 8..b + 12].copy_from_slice(&a_psn);
-        masked[b + 8..b + 12].copy_from_slice(&a_psn);
-        if let Some(c0) = self.ipv4_checksum {
-            let id = ident.to_be_bytes();
-            header[4..6].copy_from_slice(&id);
-            masked[4..6].copy_from_slice(&id);
-            header[10..12].copy_from_slice(&checksum_with(c0, ident).to_be_bytes());
-        }
-        let mut c = Icrc::new();
-        c.update(&masked[..hl]);
+        };
+        let mut c = self.header_icrc(f, header);
         let mut seen = 0usize;
         for s in payload {
             seen += s.len();
@@ -138,9 +286,9 @@ impl HeaderTemplate {
         if pad > 0 {
             c.pad(pad);
         }
-        trailer[..pad].fill(0);
-        trailer[pad..tl].copy_from_slice(&c.finish().to_le_bytes());
-        Ok((hl, tl))
+        out[..pad].fill(0);
+        out[pad..].copy_from_slice(&c.finish().to_le_bytes());
+        Ok(tl)
     }
 }
 
@@ -151,4 +299,28 @@ fn checksum_with(c0: u16, ident: u16) -> u16 {
     let mut sum = u32::from(!c0) + u32::from(ident);
     sum = (sum & 0xffff) + (sum >> 16);
     !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identification_table_is_the_crc_of_the_field_run_on() {
+        // against crc32fast over the whole fixed part, for identifications spanning all nibbles
+        let zero = [0u8; IPV4_PSN_AT];
+        for ident in [0x0001u16, 0x8000, 0x1234, 0xffff, 0x0f0f] {
+            let mut with = zero;
+            with[4..6].copy_from_slice(&ident.to_be_bytes());
+            let mut a = crc32fast::Hasher::new_with_initial(0x1234_5678);
+            a.update(&with);
+            let mut b = crc32fast::Hasher::new_with_initial(0x1234_5678);
+            b.update(&zero);
+            assert_eq!(
+                a.finalize() ^ b.finalize(),
+                ident_delta(ident),
+                "{ident:#x}"
+            );
+        }
+    }
 }
