@@ -8,7 +8,9 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use rdmacam_protocol::rc::{Instant, Path, PayloadRef, Requester, RequesterConfig, WorkRequest};
+use rdmacam_protocol::rc::{
+    Instant, Path, PayloadRef, Requester, RequesterConfig, TxPacket, WorkRequest,
+};
 use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
 
 const FRAME: usize = 16 << 20;
@@ -70,8 +72,10 @@ fn packet_path(c: &mut Criterion) {
             let mut rq = requester();
             rq.post(frame_write()).unwrap();
             let mut n = 0u32;
+            // the transmitter's slot, filled in place (Requester::poll_transmit_into)
+            let mut p = TxPacket::EMPTY;
             loop {
-                while let Some(p) = rq.poll_transmit(Instant::ZERO, &bufs[..]) {
+                while rq.poll_transmit_into(Instant::ZERO, &bufs[..], &mut p) {
                     black_box(p.header());
                     black_box(p.trailer());
                     n += 1;

@@ -14,7 +14,9 @@
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 
-use rdmacam_protocol::rc::{Instant, Path, PayloadRef, Requester, RequesterConfig, WorkRequest};
+use rdmacam_protocol::rc::{
+    Instant, Path, PayloadRef, Requester, RequesterConfig, TxPacket, WorkRequest,
+};
 use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
 
 const PMTU: u32 = 4096;
@@ -66,6 +68,7 @@ fn requester_path(n: u32, len: u32, payload: &[u8]) -> u32 {
     let bufs = [payload];
     let mut rq: Requester<64, 64> = Requester::new(cfg);
     let mut sent = 0u32;
+    let mut slot = TxPacket::EMPTY;
     let mut posted_packets = 0u32;
     let mut posted = 0u64;
     let per_message = len.div_ceil(PMTU).max(1);
@@ -90,9 +93,11 @@ fn requester_path(n: u32, len: u32, payload: &[u8]) -> u32 {
         }
         let mut burst = 0;
         while burst < 64 {
-            let Some(p) = rq.poll_transmit(Instant::ZERO, &bufs[..]) else {
+            // the transmitter's slot, filled in place
+            if !rq.poll_transmit_into(Instant::ZERO, &bufs[..], &mut slot) {
                 break;
-            };
+            }
+            let p = &slot;
             black_box(p.header());
             black_box(p.trailer());
             sent += 1;
