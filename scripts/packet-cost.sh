@@ -20,6 +20,9 @@
 #   arm_icrc_floor_instructions         that floor, per packet
 #   arm_icrc_instructions_per_byte      crc32fast per payload byte
 #   arm_copy_instructions_per_byte      a CPU copy of a payload byte into a transmit buffer
+#   arm_cache_clean_instructions_per_packet  cleaning a 1024-byte payload's cache lines (L1 and
+#                                       L2) for the GEM's DMA: what the zero-copy path pays
+#                                       instead of copying
 #   arm_packets_per_frame               packets of one 1920x1080 Mono8 frame at PMTU 1024
 #   arm_instructions_per_frame          one frame's WRITE: every packet, the ACKs, completion
 #   arm_instructions_per_frame_data_mover  the same with the ICRC in a data mover

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install what rdmacam's build and tests need on a fresh Debian 12 machine. Idempotent.
 #  - tshark: the tests check our packets against Wireshark's RoCE dissector
+#  - tcpdump: the Zynq run checks what its zero-copy path put on the wire; valgrind: callgrind
+#    counts instructions per packet (scripts/packet-cost.sh)
 #  - aravis tools + GObject bindings: a GigE Vision host no one here wrote, for the camera tests
 #  - iproute2, nftables: network namespaces and random loss for the lossy-link tests
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
@@ -27,7 +29,7 @@ for a in "$@"; do
 done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="tshark aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables python3-venv libxml2-utils libglib2.0-bin"
+PKGS="tshark tcpdump valgrind aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables python3-venv libxml2-utils libglib2.0-bin"
 [ "$VERBS" = 1 ] && PKGS="$PKGS cmake libclang-dev libibverbs1 ibverbs-providers"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

@@ -44,12 +44,31 @@ done
 echo "qemu-zynq: camera discovered: $up"
 rc=1
 if [[ $up == 1 ]]; then
+  # the RoCEv2 packets on the wire: the queue pair's leave below embassy-net, gathered by the
+  # GEM from frame memory with the camera's own IP header (ECN ECT(0) by default, which
+  # smoltcp's sockets would have cleared)
+  ip netns exec $NS tcpdump -i zq0 -s 128 -w "$OUT/roce.pcap" udp port 4791 2>/dev/null &
+  dump=$!
+  sleep 0.5
   set +e
   ip netns exec $NS "$HOST" --camera 169.254.90.1 --local 169.254.90.2 --frames "$FRAMES" --json \
       > "$OUT/host.out" 2> "$OUT/host.err"
   rc=$?
   set -e
+  sleep 0.3
+  kill "$dump" 2>/dev/null || true
+  wait "$dump" 2>/dev/null || true
   tail -2 "$OUT/host.err"; tail -1 "$OUT/host.out"
+  if [[ $rc == 0 ]]; then
+    # RDMA WRITE FIRST/MIDDLE/LAST/ONLY (opcodes 6-11) from the camera, and those with ECT(0)
+    writes=$(tcpdump -r "$OUT/roce.pcap" -nn -x 'src host 169.254.90.1 and udp[8] >= 6 and udp[8] <= 11' 2>/dev/null | grep -c '^[0-9]')
+    ect=$(tcpdump -r "$OUT/roce.pcap" -nn -x 'src host 169.254.90.1 and udp[8] >= 6 and udp[8] <= 11 and (ip[1] & 3) == 2' 2>/dev/null | grep -c '^[0-9]')
+    echo "qemu-zynq: $writes RDMA WRITE packets on the wire, $ect of them with the camera's IP header (ECT(0))"
+    if [[ $writes == 0 || $ect != "$writes" ]]; then
+      echo "qemu-zynq: the queue pair's packets did not all take the zero-copy path" >&2
+      rc=1
+    fi
+  fi
 fi
 if command -v defmt-print >/dev/null; then
   defmt-print -e "$ELF" < "$OUT/uart1.bin" > "$OUT/uart1.log" 2>&1 || true

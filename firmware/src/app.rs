@@ -12,6 +12,7 @@ use embassy_futures::select::select4;
 use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_net::{IpAddress, IpEndpoint, Stack};
 use embassy_time::Timer;
+use rdmacam_protocol::camera::Tx;
 use rdmacam_protocol::device::frame::FrameSource;
 use rdmacam_protocol::rc::Instant;
 
@@ -114,11 +115,40 @@ pub async fn address(stack: Stack<'_>, mac: [u8; 6], dhcp_wait_s: u64) -> Ipv4Ad
     }
 }
 
-/// Run the camera on `stack` forever.
-pub async fn run<S: FrameSource>(
+/// A board's way to send the queue pair's packets below the IP stack: headers, payload and
+/// trailer gathered by the Ethernet DMA from where they lie (the payload in frame memory),
+/// with the camera's own IP header. A board without one passes [`SocketsOnly`].
+#[allow(async_fn_in_trait)]
+pub trait RawTx {
+    /// Whether a packet could be queued now.
+    fn ready(&mut self) -> bool;
+    /// Wait until [`ready`](Self::ready).
+    async fn wait_ready(&mut self);
+    /// Queue the IPv4 packet `header ‖ payload ‖ trailer`; `false` leaves it to the socket
+    /// path (a destination whose MAC is not known yet, IPv6, no room).
+    fn send(&mut self, header: &[u8], payload: &[u8], trailer: &[u8]) -> bool;
+}
+
+/// Every packet through embassy-net's sockets (the Linux TAP board).
+pub struct SocketsOnly;
+
+impl RawTx for SocketsOnly {
+    fn ready(&mut self) -> bool {
+        true
+    }
+    async fn wait_ready(&mut self) {}
+    fn send(&mut self, _: &[u8], _: &[u8], _: &[u8]) -> bool {
+        false
+    }
+}
+
+/// Run the camera on `stack` forever, the queue pair's packets through `raw` where it takes
+/// them.
+pub async fn run<S: FrameSource, T: RawTx>(
     stack: Stack<'_>,
     cam: &mut FwCamera<'_, S>,
     b: &mut Buffers,
+    raw: &mut T,
 ) -> ! {
     let local = IpAddr::V4(cam.device().ip());
     let mut gvcp = UdpSocket::new(
@@ -197,16 +227,35 @@ pub async fn run<S: FrameSource>(
         while let Some(ev) = cam.poll_event() {
             crate::log_event(&ev);
         }
-        // RoCEv2 out: a bounded batch, so GVCP stays responsive
+        // RoCEv2 out: a bounded batch, so GVCP stays responsive; queue-pair packets below the
+        // IP stack when the board can, else (and everything else) through the socket
+        let mut ring_full = false;
         for _ in 0..64 {
-            let Some(n) = cam.poll_transmit(now(), out) else {
+            if !raw.ready() {
+                ring_full = true;
+                break;
+            }
+            let Some(tx) = cam.poll_packet(now(), 0, out) else {
                 break;
             };
             busy = true;
-            if let Some(d) = camera::datagram(&out[..n]) {
+            let n = match tx {
+                Tx::Packet(p) => {
+                    if !p.icrc_pending && raw.send(p.header(), cam.payload(&p), p.trailer()) {
+                        continue;
+                    }
+                    cam.write_packet(&p, out)
+                }
+                Tx::Bytes(n) => Some(n),
+            };
+            if let Some(d) = n.and_then(|n| camera::datagram(&out[..n])) {
                 let to = IpEndpoint::new(IpAddress::Ipv4(d.dst), d.dst_port);
                 let _ = roce.send_to(&out[d.payload], to).await;
             }
+        }
+        if ring_full && !busy {
+            raw.wait_ready().await;
+            continue;
         }
         // GVSP for hosts that did not connect ORSP
         for _ in 0..64 {

@@ -11,6 +11,10 @@ mod board;
 #[path = "board/zynq.rs"]
 mod board;
 
+#[cfg(target_os = "none")]
+#[path = "board/zynq_eth.rs"]
+mod zynq_eth;
+
 #[cfg(not(target_os = "none"))]
 fn main() {
     board::main();

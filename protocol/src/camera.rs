@@ -605,12 +605,19 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
         match self.poll_packet(now, 0, out)? {
             Tx::Bytes(n) => Some(n),
-            Tx::Packet(p) if p.icrc_pending => {
-                // what an FPGA's data mover does with the descriptor, in software
-                let d = crate::rc::offload::TxDescriptor::of(&p);
-                crate::rc::offload::move_packet(&d, &self.payloads(), out).ok()
-            }
-            Tx::Packet(p) => p.copy_to(&self.payloads(), out),
+            Tx::Packet(p) => self.write_packet(&p, out),
+        }
+    }
+
+    /// A packet [`poll_packet`](Self::poll_packet) returned in pieces, written whole into
+    /// `out` (for a transmitter without gather I/O); returns its length.
+    pub fn write_packet(&self, p: &TxPacket, out: &mut [u8]) -> Option<usize> {
+        if p.icrc_pending {
+            // what an FPGA's data mover does with the descriptor, in software
+            let d = crate::rc::offload::TxDescriptor::of(p);
+            crate::rc::offload::move_packet(&d, &self.payloads(), out).ok()
+        } else {
+            p.copy_to(&self.payloads(), out)
         }
     }
 

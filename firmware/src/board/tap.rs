@@ -101,7 +101,7 @@ async fn camera_task(stack: Stack<'static>, args: Args, mac: [u8; 6], pmtu: Pmtu
     let buffers = BUFFERS.init(Buffers::new());
     let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(args.seed), frames)
         .with_entropy(os_entropy);
-    app::run(stack, &mut cam, buffers).await
+    app::run(stack, &mut cam, buffers, &mut app::SocketsOnly).await
 }
 
 /// The OS's randomness, for the device's QPN and first PSN of each connection.

@@ -24,10 +24,11 @@ use rdmacam_firmware::protocol::device::{Device, DeviceConfig};
 use rdmacam_firmware::protocol::wire::pmtu::Pmtu;
 use static_cell::{ConstStaticCell, StaticCell};
 use zynq7000_hal::clocks::Clocks;
-use zynq7000_hal::eth::embassy_net::{DescriptorsAndBuffers, Driver};
 use zynq7000_hal::eth::{
     AlignedBuffer, ClockDivSet, EthernetConfig, EthernetId, EthernetLowLevel, rx_descr, tx_descr,
 };
+
+use crate::zynq_eth::{self, Driver, RoceTx, TX_SLOTS};
 use zynq7000_hal::gic::{Interrupt, SpiInterrupt};
 use zynq7000_hal::gpio::GpioPins;
 use zynq7000_hal::gtc::GlobalTimerCounter;
@@ -43,7 +44,6 @@ const FRAME_MEMORY: usize = 12 << 20;
 /// The 1 MiB DDR section (see memory.x) the MMU maps uncached for DMA descriptors.
 const UNCACHED_ADDR: u32 = 0x0400_0000;
 const RX_SLOTS: usize = 32;
-const TX_SLOTS: usize = 32;
 
 #[unsafe(link_section = ".uncached")]
 static RX_DESCRIPTORS: rx_descr::DescriptorList<RX_SLOTS> = rx_descr::DescriptorList::new();
@@ -139,7 +139,7 @@ fn gtc_interrupt() {
 }
 
 fn eth_interrupt() {
-    let _ = zynq7000_hal::eth::embassy_net::on_interrupt(EthernetId::Eth0);
+    zynq_eth::on_interrupt();
 }
 
 // ------------------------------------------------------------------ tasks
@@ -154,17 +154,27 @@ async fn net_task(mut runner: embassy_net::Runner<'static, Driver>) -> ! {
 #[embassy_executor::task]
 async fn link_task(mut eth: zynq7000_hal::eth::Ethernet, phy: u8) -> ! {
     let mut up = false;
+    let mut ticks = 0u32;
+    let mut logged = zynq_eth::TxCounters::default();
     loop {
+        // what the transmit ring did, every 5 s when it changed
+        ticks += 1;
+        let c = zynq_eth::counters();
+        if ticks % 10 == 0 && (c.gathered, c.copied) != (logged.gathered, logged.copied) {
+            logged = c;
+            defmt::info!(
+                "transmit: {} RoCEv2 packets gathered from frame memory, {} frames copied, {} errors",
+                c.gathered,
+                c.copied,
+                c.errors
+            );
+        }
         let bmsr = eth.mdio_mut().read_blocking(u5::new(phy), u5::new(1));
         let now_up = bmsr & (1 << 2) != 0 && bmsr & (1 << 5) != 0;
         if now_up != up {
             up = now_up;
             defmt::info!("Ethernet link {}", if up { "up" } else { "down" });
-            zynq7000_hal::eth::embassy_net::update_link_state(if up {
-                embassy_net::driver::LinkState::Up
-            } else {
-                embassy_net::driver::LinkState::Down
-            });
+            zynq_eth::update_link_state(up);
         }
         Timer::after(Duration::from_millis(500)).await;
     }
@@ -185,10 +195,12 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     cfg.orsp_max_pmtu = Pmtu::Mtu1024;
     cfg.link_speed_mbps = 1000;
     let mut device = Device::new(cfg);
-    device.orsp_mut().set_tos_capable(false);
+    // queue-pair packets leave below embassy-net with the camera's own IP header
+    // (zynq_eth.rs): the DSCP and ECN a host sets reach the wire
+    device.orsp_mut().set_tos_capable(true);
     let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), FRAMES.take())
         .with_entropy(board_entropy);
-    app::run(stack, &mut cam, BUFFERS.take()).await
+    app::run(stack, &mut cam, BUFFERS.take(), &mut RoceTx::new(MAC)).await
 }
 
 /// The board's entropy for the device's QPN and first PSN: the Zynq-7000's processing system
@@ -243,10 +255,9 @@ fn main() -> ! {
     // SAFETY: each descriptor list is taken once, here.
     let (rx_descr, tx_descr) = unsafe { (RX_DESCRIPTORS.take(), TX_DESCRIPTORS.take()) };
     let mut rx = rx_descr::DescriptorListWrapper::new(rx_descr.as_mut_slice());
-    let mut tx = tx_descr::DescriptorListWrapper::new(tx_descr.as_mut_slice());
     let (rx_bufs, tx_bufs) = (RX_BUFS.take(), TX_BUFS.take());
     rx.init_with_aligned_bufs(rx_bufs.as_slice());
-    tx.init_or_reset();
+    let tx_base = zynq_eth::init_tx(EthernetId::Eth0, tx_descr, tx_bufs);
     let ll = EthernetLowLevel::new(dp.eth_0).expect("Ethernet 0");
     let (divs, _) = ClockDivSet::calculate_for_rgmii_and_io_clock(clocks.io_clocks());
     let eth_cfg = EthernetConfig::new(
@@ -266,7 +277,7 @@ fn main() -> ! {
         Some((m.mio52, m.mio53)),
     );
     eth.set_rx_buf_descriptor_base_address(rx.base_addr());
-    eth.set_tx_buf_descriptor_base_address(tx.base_addr());
+    eth.set_tx_buf_descriptor_base_address(tx_base);
     // the handler first: an unacknowledged GEM interrupt would fire for ever
     zynq7000_hal::register_interrupt(Interrupt::Spi(SpiInterrupt::Eth0), eth_interrupt);
     eth.start();
@@ -279,11 +290,7 @@ fn main() -> ! {
         .unwrap_or(0);
     eth.mdio_mut()
         .write_blocking(u5::new(phy), u5::new(0), 0x9200);
-    let driver = Driver::new(
-        &eth,
-        MAC,
-        DescriptorsAndBuffers::new(rx, rx_bufs, tx, tx_bufs).expect("descriptor counts"),
-    );
+    let driver = Driver::new(MAC, rx, rx_bufs);
     static RESOURCES: StaticCell<StackResources<8>> = StaticCell::new();
     let (stack, runner) = embassy_net::new(
         driver,
