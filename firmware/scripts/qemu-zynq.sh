@@ -61,8 +61,8 @@ if [[ $up == 1 ]]; then
   tail -2 "$OUT/host.err"; tail -1 "$OUT/host.out"
   if [[ $rc == 0 ]]; then
     # RDMA WRITE FIRST/MIDDLE/LAST/ONLY (opcodes 6-11) from the camera, and those with ECT(0)
-    writes=$(tcpdump -r "$OUT/roce.pcap" -nn -x 'src host 169.254.90.1 and udp[8] >= 6 and udp[8] <= 11' 2>/dev/null | grep -c '^[0-9]')
-    ect=$(tcpdump -r "$OUT/roce.pcap" -nn -x 'src host 169.254.90.1 and udp[8] >= 6 and udp[8] <= 11 and (ip[1] & 3) == 2' 2>/dev/null | grep -c '^[0-9]')
+    writes=$(tcpdump -r "$OUT/roce.pcap" -nn -x 'src host 169.254.90.1 and udp[8] >= 6 and udp[8] <= 11' 2>/dev/null | grep -c '^[0-9]' || true)
+    ect=$(tcpdump -r "$OUT/roce.pcap" -nn -x 'src host 169.254.90.1 and udp[8] >= 6 and udp[8] <= 11 and (ip[1] & 3) == 2' 2>/dev/null | grep -c '^[0-9]' || true)
     echo "qemu-zynq: $writes RDMA WRITE packets on the wire, $ect of them with the camera's IP header (ECT(0))"
     if [[ $writes == 0 || $ect != "$writes" ]]; then
       echo "qemu-zynq: the queue pair's packets did not all take the zero-copy path" >&2
