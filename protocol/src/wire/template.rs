@@ -196,15 +196,8 @@ impl HeaderTemplate {
         h
     }
 
-    /// The shape's headers with the per-packet fields zero, in a header buffer of the largest
-    /// size; [`patch`](Self::patch) then writes a packet's fields.
-    #[inline(always)]
-    pub fn unpatched(&self) -> &[u8; MAX_HEADER_LEN] {
-        &self.header
-    }
-
     /// Copy the shape's headers (per-packet fields zero) into `out`, whose bytes past them are
-    /// left as they are: 16 bytes at a time, fixed-size copies the compiler turns into a few
+    /// left as they are ([`patch`](Self::patch) then writes a packet's fields): 16 bytes at a time, fixed-size copies the compiler turns into a few
     /// loads and stores (a call to `memcpy` for the whole buffer costs ~5 instructions a byte
     /// on a Cortex-A9 without an optimised C library).
     #[inline(always)]
@@ -221,8 +214,8 @@ impl HeaderTemplate {
         }
     }
 
-    /// Write the fields of the packet with `f` into `h`, a copy of
-    /// [`unpatched`](Self::unpatched).
+    /// Write the fields of the packet with `f` into `h`, the shape's headers as
+    /// [`copy_unpatched`](Self::copy_unpatched) left them.
     #[inline(always)]
     pub fn patch(&self, f: &PacketFields, h: &mut [u8; MAX_HEADER_LEN]) {
         let p = usize::from(self.psn_at);
