@@ -92,8 +92,11 @@ impl TxRing {
             if first & USED == 0 {
                 break;
             }
-            // retry limit, late collision, AHB error or a checksum status
-            if first & (0x7 << 20 | 1 << 29 | 1 << 27 | 1 << 26) != 0 {
+            // retry limit, AHB error, late collision, or a checksum-generation error (not the
+            // statuses "not IP" and "not TCP/UDP", which ARP and ICMP frames get)
+            let checksum = (first >> 20) & 0x7;
+            if first & (1 << 29 | 1 << 27 | 1 << 26) != 0 || !matches!(checksum, 0 | 0b100 | 0b110)
+            {
                 self.counters.errors += 1;
             }
             let n = usize::from(self.frame_len[self.busy]).max(1);
