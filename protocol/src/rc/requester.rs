@@ -369,11 +369,6 @@ fn recent(now: Instant, t: Instant) -> bool {
 /// ACK request of a full window).
 const SENT_TIMES: usize = 64;
 
-/// How long a timeout of `rto` is, ns (none: never).
-fn deadline_after(rto: Option<Duration>) -> u64 {
-    rto.map_or(0, |t| t.as_nanos() as u64)
-}
-
 /// Round-trip time above twice the shortest that is taken for noise, not queueing (the
 /// default of [`RequesterConfig::queue_slack_ns`]).
 /// 50 µs let the queue (and so the go-back-N of each loss) grow to ~29 packets of 4 KiB at
@@ -682,10 +677,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let ack_req = probe.is_some()
             || self.probe_new_due
             || last
-            || self.packets_since_ackreq + 1 >= self.cfg.ack_req_every
             || self.unacked(psn) + 1 >= window
-            // at least four times per window, so ACKs keep a small window moving
-            || self.packets_since_ackreq + 1 >= (window / 4).max(1);
+            || self.ack_req_spacing_due(window);
         let solicited = last && wqe.wr.solicited;
         let payload = PayloadRef {
             handle: wqe.wr.payload.handle,
@@ -728,6 +721,13 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         }
         self.sent(now, &pkt, ack_req);
         Some(pkt)
+    }
+
+    /// Whether the next packet asks for an ACK by spacing alone: every `ack_req_every` packets,
+    /// and at least four times per `window`, so ACKs keep a small window moving.
+    #[inline(always)]
+    fn ack_req_spacing_due(&self, window: u32) -> bool {
+        self.packets_since_ackreq + 1 >= self.cfg.ack_req_every.min((window / 4).max(1))
     }
 
     /// The counters and the rate controller's share of sending `pkt` at `now`.
@@ -818,8 +818,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         {
             return false;
         }
-        let ack_req =
-            self.packets_since_ackreq + 1 >= self.cfg.ack_req_every.min((window / 4).max(1));
+        let ack_req = self.ack_req_spacing_due(window);
         let payload = PayloadRef {
             handle: w.wr.payload.handle,
             offset: w.wr.payload.offset + u64::from(index as u32) * u64::from(len),
@@ -831,9 +830,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             ..PacketFields::default()
         };
         // the slot's fields one by one: no packet-sized temporary to copy
-        t.copy_unpatched(&mut pkt.header);
-        t.patch(&f, &mut pkt.header);
-        pkt.header_len = t.header_len() as u8;
+        pkt.header_len = t.emit_header(&f, &mut pkt.header) as u8;
         pkt.trailer_len = if self.cfg.icrc_offload {
             if !src.contains(payload.handle, payload.offset, len as usize) {
                 return false; // the general path fails the request
@@ -954,7 +951,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         match bytes {
             Some(b) => t.emit(&f, [b], &mut pkt.header, &mut pkt.trailer).ok(),
             None => {
-                let hl = t.emit_header(&f, &mut pkt.header).ok()?;
+                let hl = t.emit_header(&f, &mut pkt.header);
                 Some((hl, zero_trailer(seg.len as usize, &mut pkt.trailer)))
             }
         }
@@ -1049,7 +1046,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         }
         let before = self.window.snapshot();
         // the packet that armed the timer left one timeout before now
-        let armed_at = Instant(now.0.saturating_sub(deadline_after(self.rto(now))));
+        let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
         self.on_loss(now, self.una, true);
         self.last_timeout = Some((now, armed_at, before));
         self.retry_left = self.retry_left.saturating_sub(1);
@@ -1061,7 +1058,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.retrying_from = None;
         self.send_psn = self.una;
         self.probe_psn = None;
-        self.ack_deadline = self.rto(now).map(|t| now + t);
+        self.ack_deadline = self.deadline(now);
         self.probe_at = None;
     }
 
@@ -1071,18 +1068,17 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// and nothing was sent twice; a lost tail shows as a sequence NAK for the gap, or this
     /// timer, doubled, fires again and goes back. Returns whether it probed.
     fn probe_with_new_data(&mut self, now: Instant) -> bool {
-        let patient = self.loss_seen.is_none_or(|t| !recent(now, t));
         let new_data =
             psn_diff(self.sent_end, self.next_post_psn) < 0 && self.send_psn == self.sent_end;
-        if !patient || !new_data || self.backoff > 0 || self.rnr_until.is_some() {
+        if self.lossy(now) || !new_data || self.backoff > 0 || self.rnr_until.is_some() {
             return false;
         }
-        let armed_at = Instant(now.0.saturating_sub(deadline_after(self.rto(now))));
+        let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
         self.counters.new_data_probes += 1;
         self.probe_new = Some(armed_at);
         self.probe_new_due = true;
         self.backoff = 1;
-        self.ack_deadline = self.rto(now).map(|t| now + t);
+        self.ack_deadline = self.deadline(now);
         self.probe_at = None;
         true
     }
@@ -1258,37 +1254,54 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         }
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
-        self.ack_deadline = if psn_diff(self.una, self.sent_end) < 0 {
-            self.rto(now).map(|t| now + t)
+        (self.ack_deadline, self.probe_at) = if psn_diff(self.una, self.sent_end) < 0 {
+            self.timers(now)
         } else {
-            None
+            (None, None)
         };
-        self.probe_at = self.ack_deadline.and(self.pto(now).map(|t| now + t));
     }
 
-    /// The tail-loss probe timeout ([`RttEstimator::pto`]).
-    /// The ACK deadline and the probe time of a packet asking for an ACK at `now`: one
-    /// retransmission timeout computed for both, in nanoseconds.
+    /// Whether a loss (a sequence NAK, an ACK timeout) was seen within [`LOSS_MEMORY`] of now.
     #[inline]
+    fn lossy(&self, now: Instant) -> bool {
+        self.loss_seen.is_some_and(|t| recent(now, t))
+    }
+
+    /// The retransmission timeout now, ns ([`RttEstimator::rto_ns`] after the timeouts in a
+    /// row), never longer than the configured local ACK timeout; `None` when that is infinite.
+    #[inline]
+    fn rto_ns(&self, now: Instant) -> Option<u64> {
+        self.rto_ns_on(self.lossy(now))
+    }
+
+    /// [`rto_ns`](Self::rto_ns) on a path that has (`lossy`) or has not lost packets lately.
+    #[inline(always)]
+    fn rto_ns_on(&self, lossy: bool) -> Option<u64> {
+        let max = local_ack_timeout_ns(self.cfg.timeout)?;
+        let floor = self.cfg.min_rto.as_nanos() as u64;
+        // on a path without recent losses a late answer is likelier than a loss: wait out the
+        // longest recent round trip too
+        Some(self.rtt.rto_ns(self.backoff, floor, max, !lossy))
+    }
+
+    /// The ACK deadline of a packet asking for an ACK at `now`.
+    fn deadline(&self, now: Instant) -> Option<Instant> {
+        self.rto_ns(now).map(|t| Instant(now.0 + t))
+    }
+
+    /// The ACK deadline and the tail-loss probe time ([`RttEstimator::pto_ns`], armed only
+    /// on a lossy path) of a packet asking for an ACK at `now`: one timeout computed for both.
+    #[inline(always)]
     fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
-        let Some(max) = local_ack_timeout_ns(self.cfg.timeout) else {
+        let lossy = self.lossy(now);
+        let Some(rto) = self.rto_ns_on(lossy) else {
             return (None, None);
         };
-        let lossy = self.loss_seen.is_some_and(|t| recent(now, t));
-        let floor = self.cfg.min_rto.as_nanos() as u64;
-        let rto = self.rtt.rto_ns(self.backoff, floor, max, !lossy);
         let probe = if lossy { self.rtt.pto_ns(rto) } else { None };
         (
             Some(Instant(now.0 + rto)),
             probe.map(|p| Instant(now.0 + p)),
         )
-    }
-
-    fn pto(&self, now: Instant) -> Option<Duration> {
-        if self.loss_seen.is_none_or(|t| !recent(now, t)) {
-            return None;
-        }
-        self.rtt.pto(self.rto(now)?)
     }
 
     /// Whether a loss other than the timeout at `timeout_at` was seen within [`LOSS_MEMORY`]
@@ -1301,11 +1314,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// The retransmission timeout now ([`RttEstimator::rto`] after the timeouts in a row), never
     /// longer than the configured local ACK timeout; `None` when that is infinite.
     pub fn rto(&self, now: Instant) -> Option<Duration> {
-        let max = local_ack_timeout(self.cfg.timeout)?;
-        // on a path without recent losses a late answer is likelier than a loss: wait out the
-        // longest recent round trip too
-        let patient = self.loss_seen.is_none_or(|t| !recent(now, t));
-        Some(self.rtt.rto(self.backoff, self.cfg.min_rto, max, patient))
+        self.rto_ns(now).map(Duration::from_nanos)
     }
 
     /// Whether the oldest request has waited (`retry_cnt` + 1) local ACK timeouts without an

@@ -145,9 +145,7 @@ impl Icrc {
     /// Start an ICRC: the 8-byte LRH stand-in is already in.
     #[inline]
     pub fn new() -> Self {
-        Icrc {
-            hasher: crc32fast::Hasher::new_with_initial(LRH_STANDIN_CRC),
-        }
+        Self::resume(LRH_STANDIN_CRC)
     }
 
     /// Start the ICRC of a RoCEv2 packet over IPv4 from its IP header (20 bytes, or more with

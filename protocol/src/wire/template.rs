@@ -55,6 +55,10 @@ pub struct HeaderTemplate {
     payload_len: u32,
 }
 
+/// The header bytes a template copies per packet, 16 at a time: room for the longest headers
+/// it takes (IPv6, UDP, BTH, RETH and immediate data: 80 bytes).
+const COPIED: usize = MAX_HEADER_LEN / 16 * 16;
+
 /// Offset of the AckReq/PSN word in an IPv4 RoCEv2 packet (20-byte IP header, UDP, 8 bytes of
 /// BTH); the identification (bytes 4 and 5) is followed by this many bytes up to it.
 const IPV4_PSN_AT: usize = 20 + udp::HEADER_LEN + 8;
@@ -117,6 +121,9 @@ impl HeaderTemplate {
         }
         let mut header = [0u8; MAX_HEADER_LEN];
         let hl = r.emit_header(&mut header)?;
+        if hl > COPIED {
+            return Err(Error::Unsupported);
+        }
         let ip_len = r.ip.buffer_len();
         let bth_at = ip_len + udp::HEADER_LEN;
         let psn_at = bth_at + 8;
@@ -172,52 +179,34 @@ impl HeaderTemplate {
         usize::from(self.header_len)
     }
 
-    /// Write only the headers of the packet with `f` into `header` (for a data mover that
-    /// computes the ICRC); returns their length.
-    #[inline]
-    pub fn emit_header(&self, f: &PacketFields, header: &mut [u8]) -> Result<usize> {
+    /// Write the headers of the packet with `f` into `header` (alone: for a data mover that
+    /// computes the ICRC); returns their length. The bytes past them are left as they are.
+    #[inline(always)]
+    pub fn emit_header(&self, f: &PacketFields, header: &mut [u8; MAX_HEADER_LEN]) -> usize {
+        self.copy_unpatched(header);
+        self.patch(f, header);
+        usize::from(self.header_len)
+    }
+
+    /// Copy the shape's headers (per-packet fields zero) into `out` 16 bytes at a time:
+    /// fixed-size copies the compiler turns into a few loads and stores (a call to `memcpy`
+    /// for the whole buffer costs ~5 instructions a byte on a Cortex-A9 without an optimised C
+    /// library).
+    #[inline(always)]
+    fn copy_unpatched(&self, out: &mut [u8; MAX_HEADER_LEN]) {
         let hl = usize::from(self.header_len);
-        let Some(h) = header.get_mut(..hl) else {
-            return Err(Error::Truncated);
-        };
-        let mut full = self.header;
-        self.patch(f, &mut full);
-        h.copy_from_slice(&full[..hl]);
-        Ok(hl)
-    }
-
-    /// The headers of the packet with `f`, in a header buffer of the largest size (the
-    /// template's whole buffer copied at once, then patched); their length is
-    /// [`header_len`](Self::header_len).
-    #[inline(always)]
-    pub fn header(&self, f: &PacketFields) -> [u8; MAX_HEADER_LEN] {
-        let mut h = self.header;
-        self.patch(f, &mut h);
-        h
-    }
-
-    /// Copy the shape's headers (per-packet fields zero) into `out`, whose bytes past them are
-    /// left as they are ([`patch`](Self::patch) then writes a packet's fields): 16 bytes at a time, fixed-size copies the compiler turns into a few
-    /// loads and stores (a call to `memcpy` for the whole buffer costs ~5 instructions a byte
-    /// on a Cortex-A9 without an optimised C library).
-    #[inline(always)]
-    pub fn copy_unpatched(&self, out: &mut [u8; MAX_HEADER_LEN]) {
-        let n = usize::from(self.header_len).div_ceil(16);
-        for (o, i) in out
-            .chunks_exact_mut(16)
-            .zip(self.header.chunks_exact(16))
-            .take(n)
-        {
-            let o: &mut [u8; 16] = o.try_into().expect("16 bytes");
-            let i: &[u8; 16] = i.try_into().expect("16 bytes");
-            *o = *i;
+        for at in (0..COPIED).step_by(16) {
+            if at >= hl {
+                break;
+            }
+            out[at..at + 16].copy_from_slice(&self.header[at..at + 16]);
         }
     }
 
     /// Write the fields of the packet with `f` into `h`, the shape's headers as
     /// [`copy_unpatched`](Self::copy_unpatched) left them.
     #[inline(always)]
-    pub fn patch(&self, f: &PacketFields, h: &mut [u8; MAX_HEADER_LEN]) {
+    fn patch(&self, f: &PacketFields, h: &mut [u8; MAX_HEADER_LEN]) {
         let p = usize::from(self.psn_at);
         let a_psn = (u32::from(f.ack_req) << 31 | (f.psn & bth::PSN_MASK)).to_be_bytes();
         h[p..p + 4].copy_from_slice(&a_psn);
@@ -257,20 +246,15 @@ impl HeaderTemplate {
         &self,
         f: &PacketFields,
         payload: impl IntoIterator<Item = &'a [u8]>,
-        header: &mut [u8],
+        header: &mut [u8; MAX_HEADER_LEN],
         trailer: &mut [u8],
     ) -> Result<(usize, usize)> {
-        let hl = usize::from(self.header_len);
-        let Some(out) = header.get_mut(..hl) else {
-            return Err(Error::Truncated);
-        };
-        let full = self.header(f);
-        out.copy_from_slice(&full[..hl]);
-        let tl = self.trailer(f, &full, payload, trailer)?;
+        let hl = self.emit_header(f, header);
+        let tl = self.trailer(f, header, payload, trailer)?;
         Ok((hl, tl))
     }
 
-    /// Given the headers [`header`](Self::header) wrote for `f`, and the payload streamed
+    /// Given the headers [`emit_header`](Self::emit_header) wrote for `f`, and the payload streamed
     /// through the ICRC, write pad and ICRC into `trailer`; returns its length.
     #[inline(always)]
     pub fn trailer<'a>(
