@@ -15,6 +15,21 @@ pub use rdmacam_protocol as protocol;
 pub mod app;
 pub mod camera;
 
+/// DMA on the Zynq-7000: what the CPU does so the GEM reads what it wrote.
+#[cfg(target_os = "none")]
+pub mod dma {
+    use zynq7000_hal::cache::{self, CACHE_LINE_SIZE};
+
+    /// Clean the data cache (L1 and the PL310 L2) over `bytes`, whole cache lines around them,
+    /// so a DMA engine reads from DDR what the CPU wrote.
+    pub fn clean(bytes: &[u8]) {
+        let start = bytes.as_ptr() as usize & !(CACHE_LINE_SIZE - 1);
+        let end = (bytes.as_ptr() as usize + bytes.len()).next_multiple_of(CACHE_LINE_SIZE);
+        // aligned by construction
+        let _ = cache::clean_data_cache_range(start as u32, end - start);
+    }
+}
+
 use protocol::device::DeviceEvent;
 
 /// One line per device event: through `log` on Linux, defmt on the hardware.

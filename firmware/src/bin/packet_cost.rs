@@ -25,10 +25,10 @@ mod zynq {
     use core::net::{IpAddr, Ipv4Addr};
     use core::panic::PanicInfo;
 
-    use rdmacam_protocol::rc::{
-        Instant, Path, PayloadRef, PayloadSource, Requester, RequesterConfig, TxPacket, WorkRequest,
-    };
-    use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+    use rdmacam_firmware::dma::clean;
+    use rdmacam_protocol::rc::workload::{icrc_floor, stream};
+    use rdmacam_protocol::rc::{Path, PayloadSource, Requester, RequesterConfig};
+    use rdmacam_protocol::wire::pmtu::Pmtu;
     use static_cell::ConstStaticCell;
     use zynq7000_hal::clocks::Clocks;
     use zynq7000_hal::gpio::GpioPins;
@@ -98,72 +98,12 @@ mod zynq {
         Requester::new(cfg)
     }
 
-    /// Send `n` packets of WRITEs of `len` bytes, a cumulative ACK per 64 packets as a host
-    /// acknowledges a burst; the headers and trailers are read as a transmitter would.
-    fn stream(rq: &mut Requester<64, 64>, src: &[&[u8]], n: u32, len: u32) -> u32 {
-        let mut slot = TxPacket::EMPTY;
-        let slot = &mut slot;
-        let mut sent = 0u32;
-        let mut posted_packets = 0u32;
-        let per_message = len.div_ceil(PMTU.bytes()).max(1);
-        while sent < n {
-            while posted_packets < n && rq.outstanding() < 64 {
-                rq.post(WorkRequest {
-                    wr_id: u64::from(posted_packets),
-                    kind: MessageKind::Write,
-                    payload: PayloadRef {
-                        handle: 0,
-                        offset: 0,
-                    },
-                    len,
-                    remote_va: 0x1000,
-                    rkey: 1,
-                    imm: 0,
-                    solicited: false,
-                })
-                .ok();
-                posted_packets += per_message;
-            }
-            let mut burst = 0;
-            while burst < 64 {
-                // a transmit ring's slot, filled in place
-                if !rq.poll_transmit_into(Instant::ZERO, src, &mut *slot) {
-                    break;
-                }
-                let p = &*slot;
-                black_box(p.header());
-                black_box(p.trailer());
-                sent += 1;
-                burst += 1;
-            }
-            let mut ack = [0u8; 20];
-            ack[0] = 0x11;
-            ack[2] = 0xff;
-            ack[3] = 0xff;
-            ack[5..8].copy_from_slice(&0x22u32.to_be_bytes()[1..]);
-            ack[9..12].copy_from_slice(&(sent - 1).to_be_bytes()[1..]);
-            ack[12] = 0x1f;
-            rq.handle_ib(Instant::ZERO, &ack);
-            while rq.poll_completion().is_some() {}
-        }
-        sent
-    }
-
-    /// The least any packet path pays for `n` packets: the ICRC over 48 masked header bytes and
-    /// the packet's payload.
-    fn floor(frame: &[u8], n: u32) -> u32 {
-        let masked = [0xffu8; 48];
-        let mut acc = 0u32;
-        let mut chunks = frame.chunks(PMTU.bytes() as usize).cycle();
-        for _ in 0..n {
-            let mut h = crc32fast::Hasher::new();
-            h.update(black_box(&masked));
-            if let Some(c) = chunks.next() {
-                h.update(black_box(c));
-            }
-            acc ^= h.finalize();
-        }
-        acc
+    /// The instructions `run` takes for `n2` units less those for `n1` (start-up and the timer
+    /// reads cancel).
+    fn delta(timer: &Timer, n1: u32, n2: u32, mut run: impl FnMut(u32)) -> u64 {
+        let a = timer.count(|| run(n1));
+        let b = timer.count(|| run(n2));
+        b - a
     }
 
     #[zynq7000_rt::entry]
@@ -207,35 +147,20 @@ mod zynq {
             }
         });
 
-        // a MIDDLE packet beyond the CRC over its payload
-        let middle = {
-            let a = timer.count(|| {
-                black_box(stream(&mut requester(false), src, n1, FRAME as u32));
-            });
-            let b = timer.count(|| {
-                black_box(stream(&mut requester(false), src, n2, FRAME as u32));
-            });
-            (b - a) / u64::from(n2 - n1)
+        // a MIDDLE packet beyond the CRC over its payload, and the same packets when a data
+        // mover computes the ICRC (no payload byte read)
+        let pmtu = PMTU.bytes() as usize;
+        let stream_of = |offload: bool| {
+            move |n: u32| {
+                black_box(stream(&mut requester(offload), src, n, FRAME as u32));
+            }
         };
-        let floor_per_packet = {
-            let a = timer.count(|| {
-                black_box(floor(frame, n1));
-            });
-            let b = timer.count(|| {
-                black_box(floor(frame, n2));
-            });
-            (b - a) / u64::from(n2 - n1)
-        };
-        // the same MIDDLE packets when a data mover computes the ICRC (no payload byte read)
-        let middle_mover = {
-            let a = timer.count(|| {
-                black_box(stream(&mut requester(true), src, n1, FRAME as u32));
-            });
-            let b = timer.count(|| {
-                black_box(stream(&mut requester(true), src, n2, FRAME as u32));
-            });
-            (b - a) / u64::from(n2 - n1)
-        };
+        let units = u64::from(n2 - n1);
+        let middle = delta(&timer, n1, n2, stream_of(false)) / units;
+        let middle_mover = delta(&timer, n1, n2, stream_of(true)) / units;
+        let floor_per_packet = delta(&timer, n1, n2, |n| {
+            black_box(icrc_floor(frame, pmtu, n));
+        }) / units;
         // the ICRC per payload byte: crc32fast over the frame against over half of it, in
         // thousandths of an instruction
         let per_byte_milli = {
@@ -253,43 +178,24 @@ mod zynq {
         };
         // a CPU copy of each payload byte into a transmit buffer (what a socket-buffer path
         // adds), per byte in thousandths
-        let copy_milli = {
-            let buf = COPY_BUFFER.take();
-            let mut run = |n: usize| {
-                timer.count(|| {
-                    for c in frame.chunks(PMTU.bytes() as usize).take(n) {
-                        buf[..c.len()].copy_from_slice(black_box(c));
-                        black_box(&buf);
-                    }
-                })
-            };
-            let (a, b) = (run(n1 as usize), run(n2 as usize));
-            (b - a) * 1000 / (u64::from(n2 - n1) * u64::from(PMTU.bytes()))
-        };
-        // what the zero-copy transmit path does instead of copying: clean the payload's cache
-        // lines (L1 and the PL310 L2) so the GEM's DMA reads what the CPU wrote, per packet
-        let clean_per_packet = {
-            let run = |n: usize| {
-                timer.count(|| {
-                    for c in frame.chunks(PMTU.bytes() as usize).take(n) {
-                        let start = c.as_ptr() as usize & !31;
-                        let end = (c.as_ptr() as usize + c.len()).next_multiple_of(32);
-                        let _ =
-                            zynq7000_hal::cache::clean_data_cache_range(start as u32, end - start);
-                    }
-                })
-            };
-            let (a, b) = (run(n1 as usize), run(n2 as usize));
-            (b - a) / u64::from(n2 - n1)
-        };
+        let buf = COPY_BUFFER.take();
+        let copy_milli = delta(&timer, n1, n2, |n| {
+            for c in frame.chunks(pmtu).take(n as usize) {
+                buf[..c.len()].copy_from_slice(black_box(c));
+                black_box(&buf);
+            }
+        }) * 1000
+            / (units * u64::from(PMTU.bytes()));
+        // what the zero-copy transmit path does instead of copying (the same function): clean
+        // the payload's cache lines (L1 and the PL310 L2) so the GEM's DMA reads what the CPU
+        // wrote, per packet
+        let clean_per_packet = delta(&timer, n1, n2, |n| {
+            frame.chunks(pmtu).take(n as usize).for_each(clean);
+        }) / units;
         // whole frames: one WRITE of 1920x1080 Mono8, every packet, ACKs and the completion
         let packets = (FRAME as u32).div_ceil(PMTU.bytes());
-        let per_frame = timer.count(|| {
-            black_box(stream(&mut requester(false), src, packets, FRAME as u32));
-        });
-        let per_frame_mover = timer.count(|| {
-            black_box(stream(&mut requester(true), src, packets, FRAME as u32));
-        });
+        let per_frame = timer.count(|| stream_of(false)(packets));
+        let per_frame_mover = timer.count(|| stream_of(true)(packets));
         let checks = src.payload(0, 0, FRAME).is_some();
 
         let _ = writeln!(out, "arm_calibration_2000000={calibration}");

@@ -25,6 +25,7 @@ use core::task::{Context, Poll};
 
 use critical_section::Mutex;
 use embassy_sync::waitqueue::AtomicWaker;
+use rdmacam_firmware::dma::clean;
 use zynq7000_hal::cache::{self, CACHE_LINE_SIZE};
 use zynq7000_hal::eth::{AlignedBuffer, EthernetId, MTU, rx_descr, tx_descr};
 
@@ -138,15 +139,6 @@ impl TxRing {
             v
         });
     }
-}
-
-/// Clean the data cache over `bytes` so the GEM's DMA reads what the CPU wrote: whole cache
-/// lines around them.
-fn clean(bytes: &[u8]) {
-    let start = bytes.as_ptr() as usize & !(CACHE_LINE_SIZE - 1);
-    let end = (bytes.as_ptr() as usize + bytes.len()).next_multiple_of(CACHE_LINE_SIZE);
-    // aligned by construction
-    let _ = cache::clean_data_cache_range(start as u32, end - start);
 }
 
 /// Set up the transmit ring over `list` and `bufs` (one buffer per descriptor).

@@ -20,6 +20,7 @@ mod requester;
 mod responder;
 pub mod rtt;
 pub mod window;
+pub mod workload;
 
 use core::net::IpAddr;
 use core::ops::{Add, Sub};
