@@ -1,5 +1,7 @@
 //! Every parser meets random and mangled bytes: it returns an error or a value, never panics.
 
+mod common;
+
 use proptest::prelude::*;
 use rdmacam_protocol::wire::{
     self, AethRepr, BthRepr, DethRepr, EthernetRepr, IbRepr, RethRepr, RoceV1Repr, RoceV2Repr, bth,
@@ -40,19 +42,6 @@ fn poke_all(bytes: &[u8]) {
     let _ = icrc::raw_rocev1(&bytes[..split6], &bytes[split6..]);
 }
 
-/// Vector A of reference/rocev2.md §2.4 (c), from the IP header on.
-fn vector_a_ip() -> Vec<u8> {
-    let line = include_str!("../../testdata/rocev2-vectors.txt")
-        .lines()
-        .find(|l| l.starts_with("A "))
-        .unwrap();
-    let frame: Vec<u8> = line[2..]
-        .split_whitespace()
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect();
-    frame[14..].to_vec()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4096))]
 
@@ -68,7 +57,8 @@ proptest! {
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
         cut in any::<prop::sample::Index>(),
     ) {
-        let mut p = vector_a_ip();
+        // vector A, from the IP header on
+        let mut p = common::vector_ip('A');
         for (i, v) in edits {
             let at = i.index(p.len());
             p[at] = v;

@@ -2,6 +2,8 @@
 //! responder takes vectors A (WRITE ONLY), B (WRITE ONLY with immediate) and C (SEND ONLY with
 //! immediate); a camera-side requester takes vectors D (ACK), E (sequence NAK) and F (CNP).
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr};
 
 use rdmacam_protocol::rc::{
@@ -10,18 +12,6 @@ use rdmacam_protocol::rc::{
 };
 use rdmacam_protocol::wire::pmtu::MessageKind;
 use rdmacam_protocol::wire::{IbRepr, aeth::AethSyndrome};
-
-fn vector(name: char) -> Vec<u8> {
-    let line = include_str!("../../testdata/rocev2-vectors.txt")
-        .lines()
-        .find(|l| l.starts_with(name))
-        .unwrap();
-    let frame: Vec<u8> = line[2..]
-        .split_whitespace()
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect();
-    frame[14..].to_vec()
-}
 
 const CAM: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 2);
 const HOST: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 1);
@@ -47,7 +37,7 @@ fn host_responder(psn: u32) -> Responder<4, 2, 8> {
 #[test]
 fn host_responder_places_vectors_a_b_c_and_acks() {
     let mut r = host_responder(0x100);
-    let a = vector('A');
+    let a = common::vector_ip('A');
     let (src, dst, ecn, ib) = split_rocev2(&a).unwrap();
     let p = r.handle_ib(Instant::ZERO, src, dst, ecn, ib);
     let want: Vec<u8> = (0..64).collect();
@@ -70,7 +60,7 @@ fn host_responder_places_vectors_a_b_c_and_acks() {
     ));
 
     // B: WRITE ONLY with immediate needs a posted receive: none yet -> RNR NAK, nothing placed
-    let b = vector('B');
+    let b = common::vector_ip('B');
     let (src, dst, ecn, ib) = split_rocev2(&b).unwrap();
     assert_eq!(r.handle_ib(Instant::ZERO, src, dst, ecn, ib), None);
     let n = r.poll_transmit(&mut buf).unwrap();
@@ -95,7 +85,7 @@ fn host_responder_places_vectors_a_b_c_and_acks() {
         (c.wr_id, c.opcode, c.byte_len, c.imm, c.solicited),
         (1, RecvOpcode::RecvRdmaWithImm, 13, Some(0xdead_beef), true)
     );
-    let cv = vector('C');
+    let cv = common::vector_ip('C');
     let (src, dst, ecn, ib) = split_rocev2(&cv).unwrap();
     r.handle_ib(Instant::ZERO, src, dst, ecn, ib);
     let c = r.poll_completion().unwrap();
@@ -110,7 +100,7 @@ fn host_responder_places_vectors_a_b_c_and_acks() {
 /// two apart (vector A, PSN 0x100, arriving in sequence, then one packet early).
 #[test]
 fn a_pending_nak_is_told_from_a_pending_ack() {
-    let a = vector('A');
+    let a = common::vector_ip('A');
     let (src, dst, ecn, ib) = split_rocev2(&a).unwrap();
     let mut buf = [0u8; 128];
     for (expected, nak) in [(0x100, false), (0x0ff, true)] {
@@ -159,7 +149,7 @@ fn camera_requester_acts_on_vectors_d_e_f() {
         std::iter::from_fn(|| rq.poll_transmit(Instant::ZERO, &bufs[..]).map(|p| p.psn)).collect();
     assert_eq!(psns, [0x100, 0x101, 0x102]);
     // E: NAK sequence error expecting 0x101 -> 0x100 done, resend from 0x101
-    let bytes = vector('E');
+    let bytes = common::vector_ip('E');
     let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
     assert!(rq.handle_ib(Instant::ZERO, ib));
     assert_eq!(
@@ -170,13 +160,13 @@ fn camera_requester_acts_on_vectors_d_e_f() {
         std::iter::from_fn(|| rq.poll_transmit(Instant::ZERO, &bufs[..]).map(|p| p.psn)).collect();
     assert_eq!(again, [0x101, 0x102]);
     // D: ACK 0x102 completes the rest
-    let bytes = vector('D');
+    let bytes = common::vector_ip('D');
     let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
     rq.handle_ib(Instant::ZERO, ib);
     assert_eq!(rq.poll_completion().map(|c| c.wr_id), Some(1));
     assert_eq!(rq.poll_completion().map(|c| c.wr_id), Some(2));
     // F: a CNP is counted, never taken for an ACK or an error
-    let bytes = vector('F');
+    let bytes = common::vector_ip('F');
     let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
     assert!(rq.handle_ib(Instant::ZERO, ib));
     assert_eq!(rq.counters().cnps, 1);

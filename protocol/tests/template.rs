@@ -2,6 +2,8 @@
 //! identification patched per packet) against the plain emit path, byte for byte, and against
 //! the independently produced reference vectors.
 
+mod common;
+
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
@@ -10,18 +12,6 @@ use rdmacam_protocol::wire::roce::MAX_HEADER_LEN;
 use rdmacam_protocol::wire::{
     BthRepr, HeaderTemplate, IbRepr, IpRepr, PacketFields, RethRepr, RoceV2Repr,
 };
-
-fn vector(name: char) -> Vec<u8> {
-    let line = include_str!("../../testdata/rocev2-vectors.txt")
-        .lines()
-        .find(|l| l.starts_with(name))
-        .unwrap();
-    let frame: Vec<u8> = line[2..]
-        .split_whitespace()
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect();
-    frame[14..].to_vec()
-}
 
 /// Headers and trailer through a template built from `shape` (whose PSN, AckReq,
 /// identification, RETH and immediate data do not matter), for the packet with `f`.
@@ -52,7 +42,7 @@ fn plain(repr: &RoceV2Repr, payload: &[u8]) -> Vec<u8> {
 fn the_reference_vectors_come_out_of_a_template() {
     // A: RDMA WRITE ONLY over IPv4 (RETH, 64-byte payload); G: the same over IPv6
     for name in ['A', 'G'] {
-        let v = vector(name);
+        let v = common::vector_ip(name);
         let (repr, payload) = RoceV2Repr::parse(&v).unwrap();
         let ident = match repr.ip {
             IpRepr::V4 { .. } => u16::from_be_bytes([v[4], v[5]]),

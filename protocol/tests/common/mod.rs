@@ -1,0 +1,15 @@
+//! What the protocol crate's integration tests share.
+
+/// The IP packet (Ethernet header cut off) of reference vector `name` (A-G) in
+/// testdata/rocev2-vectors.txt: RoCEv2 packets produced independently of this crate.
+pub fn vector_ip(name: char) -> Vec<u8> {
+    let line = include_str!("../../../testdata/rocev2-vectors.txt")
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap();
+    let frame: Vec<u8> = line[2..]
+        .split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect();
+    frame[14..].to_vec()
+}
