@@ -281,29 +281,8 @@ fn demo_rejects_a_bad_loss_probability() {
 /// `rdmacam run --transport udp` on 127.0.0.1 with the RDMA CM listener on 7471, for 20 s, on
 /// `ports` (GVCP, camera RoCEv2, host RoCEv2), plus `extra` arguments; given 300 ms to bind.
 fn spawn_udp_camera(ports: (u16, u16, u16), extra: &[&str]) -> std::process::Child {
-    let (gvcp, cam, host) = (
-        ports.0.to_string(),
-        ports.1.to_string(),
-        ports.2.to_string(),
-    );
-    let cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args([
-            "run",
-            "--transport",
-            "udp",
-            "--ip",
-            "127.0.0.1",
-            "--cm-port",
-            "7471",
-        ])
-        .args([
-            "--gvcp-port",
-            &gvcp,
-            "--roce-port",
-            &cam,
-            "--host-roce-port",
-            &host,
-        ])
+    let cam = common::udp_camera(ports)
+        .args(["--cm-port", "7471"])
         .args(["--duration", "20"])
         .args(extra)
         .stderr(std::process::Stdio::null())
@@ -530,24 +509,8 @@ fn a_camera_logs_what_ran_once_in_plain_text_when_not_on_a_terminal() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
     let ports = (19591, 17952, 17953);
-    let cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args([
-            "run",
-            "--transport",
-            "udp",
-            "--ip",
-            "127.0.0.1",
-            "--gvcp-port",
-            "19591",
-        ])
-        .args([
-            "--roce-port",
-            "17952",
-            "--host-roce-port",
-            "17953",
-            "--duration",
-            "4",
-        ])
+    let cam = common::udp_camera(ports)
+        .args(["--duration", "4"])
         .args(["--width", "640", "--height", "480"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -334,24 +334,8 @@ fn both_directions_of_a_conversation_on_any_ports_are_followed() {
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("pair.pcapng");
     let ports = (19592, 17954, 17955);
-    let cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args([
-            "run",
-            "--transport",
-            "udp",
-            "--ip",
-            "127.0.0.1",
-            "--gvcp-port",
-            "19592",
-        ])
-        .args([
-            "--roce-port",
-            "17954",
-            "--host-roce-port",
-            "17955",
-            "--duration",
-            "4",
-        ])
+    let cam = common::udp_camera(ports)
+        .args(["--duration", "4"])
         .args(["--width", "64", "--height", "16", "--pcap"])
         .arg(&cap)
         .stdout(std::process::Stdio::null())

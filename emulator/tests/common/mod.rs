@@ -67,3 +67,14 @@ pub fn host_options(
         ..rdmacam_hil::run::HostOptions::new(camera, local, frames)
     }
 }
+
+/// `rdmacam run` on loopback over the userspace RoCEv2 transport, on `ports` (GVCP, camera
+/// RoCEv2, host RoCEv2); the caller adds the rest and spawns it.
+pub fn udp_camera(ports: (u16, u16, u16)) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdmacam"));
+    cmd.args(["run", "--transport", "udp", "--ip", "127.0.0.1"])
+        .args(["--gvcp-port", &ports.0.to_string()])
+        .args(["--roce-port", &ports.1.to_string()])
+        .args(["--host-roce-port", &ports.2.to_string()]);
+    cmd
+}
