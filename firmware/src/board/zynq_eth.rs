@@ -35,8 +35,6 @@ pub const TX_SLOTS: usize = 64;
 const USED: u32 = 1 << 31;
 const WRAP: u32 = 1 << 30;
 const LAST: u32 = 1 << 15;
-/// Where the trailer goes in its descriptor's buffer (a cache line of its own).
-const TRAILER_AT: usize = 0;
 /// Bytes before the IP header: destination and source MAC, EtherType.
 const ETH_HEADER: usize = 14;
 
@@ -247,9 +245,12 @@ impl rdmacam_firmware::app::RawTx for RoceTx {
             let Some(r) = r.as_mut() else {
                 return false;
             };
-            r.reclaim();
+            // ready() reclaimed just before; only a frame sent since then is left to take back
             if r.free() < 3 {
-                return false;
+                r.reclaim();
+                if r.free() < 3 {
+                    return false;
+                }
             }
             let (a, c) = (r.next, (r.next + 2) % TX_SLOTS);
             let hl = ETH_HEADER + header.len();
@@ -262,7 +263,7 @@ impl rdmacam_firmware::app::RawTx for RoceTx {
                 clean(h);
             }
             {
-                let t = &mut r.bufs[c].0[TRAILER_AT..TRAILER_AT + trailer.len()];
+                let t = &mut r.bufs[c].0[..trailer.len()];
                 t.copy_from_slice(trailer);
                 clean(t);
             }
@@ -270,7 +271,7 @@ impl rdmacam_firmware::app::RawTx for RoceTx {
             let pieces = [
                 (r.bufs[a].0.as_ptr() as u32, hl),
                 (payload.as_ptr() as u32, payload.len()),
-                (r.bufs[c].0[TRAILER_AT..].as_ptr() as u32, trailer.len()),
+                (r.bufs[c].0.as_ptr() as u32, trailer.len()),
             ];
             r.push(&pieces);
             r.counters.gathered += 1;
