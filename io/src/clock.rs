@@ -12,6 +12,13 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch (0 before it).
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// The longest `--duration` the binaries take: a year.
 pub const MAX_DURATION_S: f64 = 365.0 * 86_400.0;
 

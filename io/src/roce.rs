@@ -46,13 +46,6 @@ pub struct RoceSocket {
     realtime_offset: u64,
 }
 
-/// CLOCK_REALTIME in nanoseconds.
-fn realtime_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// Receive buffers one [`RoceSocket::recv_batch`] fills at most (each one datagram, or with
 /// UDP GRO several segments of one).
 pub const RECV_BATCH: usize = 32;
@@ -267,7 +260,8 @@ impl RoceSocket {
             dropped: 0,
             icrc_drops: 0,
             oversized: 0,
-            realtime_offset: realtime_ns().saturating_sub(crate::clock::monotonic_ns()),
+            realtime_offset: crate::clock::realtime_ns()
+                .saturating_sub(crate::clock::monotonic_ns()),
         })
     }
 

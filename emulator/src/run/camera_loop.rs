@@ -149,9 +149,7 @@ impl CameraLoop {
         let t0 = StdInstant::now();
         // the same moment on CLOCK_MONOTONIC, for --latency-log
         let mono_t0 = rdmacam_io::clock::monotonic_ns();
-        cfg.tick_offset = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        cfg.tick_offset = rdmacam_io::clock::realtime_ns();
         let latency_log = match &opts.latency_log {
             Some(p) => {
                 let mut f = std::io::BufWriter::new(
