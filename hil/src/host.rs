@@ -20,7 +20,8 @@ use rdmacam_protocol::wire::Opcode;
 use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
 use serde::Serialize;
 
-use crate::soft::SoftHost;
+use crate::place::Memory;
+use crate::soft::{Place, SoftHost};
 
 /// Remote key of the frame-buffer region.
 pub const FRAME_RKEY: u32 = 0x0000_5a01;
@@ -173,6 +174,19 @@ pub struct HostCore {
     pending: std::collections::VecDeque<PendingCheck>,
     /// Bytes compared per [`HostCore::verify`] step; `None` = each frame at its TRAILER.
     check_slice: Option<usize>,
+    /// Per buffer, the frame being written into it and how much of it was compared as it was
+    /// placed (the soft host's [`Place`]); the rest is compared after its TRAILER.
+    placing: Vec<Option<Placing>>,
+}
+
+/// A frame compared as its payload is placed: the bytes before `compared` were written in
+/// order from the buffer's start, each compared with `frame`'s image as it landed.
+#[derive(Debug, Clone, Copy)]
+struct Placing {
+    frame: Frame,
+    compared: usize,
+    /// No byte compared so far differed.
+    same: bool,
 }
 
 /// A frame whose byte comparison with the pattern runs in slices.
@@ -292,6 +306,7 @@ impl HostCore {
             expected_valid: 0,
             pending: std::collections::VecDeque::new(),
             check_slice: None,
+            placing: Vec::new(),
         }
     }
 
@@ -388,6 +403,10 @@ impl HostCore {
                 }
                 self.last_block = block_id;
                 self.leaders.insert(buffer_id, (block_id, leader));
+                // a new frame in this buffer: nothing of it compared yet
+                if let Some(p) = self.placing.get_mut(buffer_id as usize) {
+                    *p = None;
+                }
             }
             Ok((
                 _,
@@ -465,15 +484,11 @@ impl HostCore {
         frames: &[u8],
     ) -> Option<Checked> {
         let (leader_block, leader) = self.leaders.remove(&buffer_id)?;
-        let pf = PixelFormat::from_pfnc(leader.pixel_format)?;
-        let spec = FrameSpec {
-            width: leader.width,
-            height: leader.height,
-            offset_x: leader.offset_x,
-            offset_y: leader.offset_y,
-            pixel_format: pf,
-            pattern: self.cfg.pattern,
-        };
+        let placed = self
+            .placing
+            .get_mut(buffer_id as usize)
+            .and_then(Option::take);
+        let spec = self.spec(&leader)?;
         let size = spec.payload_size();
         let start = buffer_id as usize * self.cfg.buffer_size;
         let mem = frames.get(start..start + self.cfg.buffer_size)?;
@@ -530,13 +545,103 @@ impl HostCore {
         let number = u64::from_be_bytes(mem[..8].try_into().expect("8 bytes"));
         push_bounded(&mut self.stats.frame_numbers, number);
         let frame = Frame::new(number, spec, 0);
+        // what was compared as it was placed is not compared again
+        let done = match placed {
+            Some(p) if p.frame == frame && !p.same => return Some(Checked::Done(false)),
+            Some(p) if p.frame == frame => p.compared.min(size),
+            _ => 0,
+        };
+        if done == size {
+            return Some(Checked::Done(true));
+        }
         Some(Checked::Pending(PendingCheck {
             buffer_id,
             start,
             size,
-            done: 0,
+            done,
             frame,
         }))
+    }
+
+    /// The frame a LEADER describes, as the synthetic pattern draws it.
+    fn spec(&self, leader: &rdmacam_protocol::gev::gvsp::ImageLeader) -> Option<FrameSpec> {
+        Some(FrameSpec {
+            width: leader.width,
+            height: leader.height,
+            offset_x: leader.offset_x,
+            offset_y: leader.offset_y,
+            pixel_format: PixelFormat::from_pfnc(leader.pixel_format)?,
+            pattern: self.cfg.pattern,
+        })
+    }
+}
+
+/// The reference host places a WRITE's payload and compares it with the expected image in one
+/// pass ([`Memory::copy_compare`]) when it continues its buffer's frame in order from the start, the
+/// way a camera writes; any other write (out of order, a second write of bytes already
+/// compared, a replayed image, chunk data) is copied and its frame's bytes from there on are
+/// compared after the TRAILER, as before.
+impl Place for HostCore {
+    fn place(&mut self, rkey: u32, region: &mut Memory, at: usize, data: &[u8]) {
+        let size = self.cfg.buffer_size;
+        if rkey != FRAME_RKEY || self.images.is_some() || size == 0 {
+            region.copy(at, data);
+            return;
+        }
+        let (b, o) = (at / size, at % size);
+        if self.placing.len() <= b + 1 {
+            self.placing.resize(b + 2, None);
+        }
+        if o + data.len() > size {
+            // across two buffers (no camera writes so): both compared after their TRAILERs
+            self.placing[b] = None;
+            self.placing[b + 1] = None;
+            region.copy(at, data);
+            return;
+        }
+        let mut p = self.placing[b].take();
+        if p.is_some_and(|p| o < p.compared) {
+            // bytes compared already are written again: compare the frame after its TRAILER
+            p = None;
+        }
+        if p.is_none() && o == 0 && data.len() >= 8 {
+            // the frame's number is its first 8 bytes, its size and format the LEADER's
+            let number = u64::from_be_bytes(data[..8].try_into().expect("8 bytes"));
+            p = self
+                .leaders
+                .get(&(b as u32))
+                .and_then(|(_, l)| self.spec(l))
+                .map(|spec| Placing {
+                    frame: Frame::new(number, spec, 0),
+                    compared: 0,
+                    same: true,
+                });
+        }
+        match p {
+            Some(mut p) if o == p.compared && o + data.len() <= p.frame.image_size() => {
+                self.expect(&p.frame, o + data.len());
+                p.same &= region.copy_compare(at, data, &self.expected_bytes[o..o + data.len()]);
+                p.compared += data.len();
+                self.placing[b] = Some(p);
+            }
+            // a gap before it, or chunk data after the image: from `compared` on, later
+            p => {
+                region.copy(at, data);
+                self.placing[b] = p;
+            }
+        }
+    }
+}
+
+impl HostCore {
+    /// Whether the frame in `buffer_id` has been compared up to its end as it was placed.
+    #[cfg(test)]
+    fn compared_while_placed(&self, buffer_id: u32) -> Option<usize> {
+        self.placing
+            .get(buffer_id as usize)
+            .copied()
+            .flatten()
+            .map(|p| p.compared)
     }
 }
 
@@ -770,7 +875,7 @@ impl OrspHost {
             return;
         }
         if let Some(soft) = self.soft.as_mut() {
-            soft.handle_ib(now, src, dst, ecn, ib);
+            soft.handle_ib_placing(now, src, dst, ecn, ib, &mut self.core);
         }
         self.process();
     }
@@ -1012,6 +1117,119 @@ mod deferred {
             assert_eq!((s.good, s.bad), (2, 2), "sliced {sliced}");
             assert_eq!(s.frame_numbers, [0, 1, 2, 3]);
             assert_eq!(s.bytes, 4 * SIZE as u64, "bytes count at the TRAILER");
+        }
+    }
+
+    /// Frame `i` as the camera sends it, one byte flipped if asked.
+    fn frame_bytes(i: u32, flip: Option<usize>) -> Vec<u8> {
+        let mut mem = vec![0u8; 4 * SIZE];
+        write_frame(&mut mem, i, flip);
+        mem[i as usize * SIZE..][..SIZE].to_vec()
+    }
+
+    /// Place `bytes` into buffer `i` as 4 KiB WRITE packets, in the order `packets` gives.
+    fn place_packets(
+        core: &mut HostCore,
+        mem: &mut Memory,
+        i: u32,
+        bytes: &[u8],
+        packets: &[usize],
+    ) {
+        for &k in packets {
+            let at = k * 4096;
+            let end = (at + 4096).min(bytes.len());
+            core.place(FRAME_RKEY, mem, i as usize * SIZE + at, &bytes[at..end]);
+        }
+    }
+
+    const PACKETS: usize = SIZE.div_ceil(4096);
+
+    #[test]
+    fn frames_placed_in_order_are_judged_at_their_trailer() {
+        let mut core = core();
+        core.defer_checks(1000);
+        let mut mem = Memory::zeroed(4 * SIZE);
+        let in_order: Vec<usize> = (0..PACKETS).collect();
+        for (i, flip) in (0..4).zip(FLIPS) {
+            assert_eq!(core.on_message(&leader(i), mem.bytes()), None);
+            place_packets(&mut core, &mut mem, i, &frame_bytes(i, flip), &in_order);
+            if flip.is_none() {
+                assert_eq!(core.compared_while_placed(i), Some(SIZE));
+            }
+            // compared as it was placed: the TRAILER judges it, nothing is left to verify
+            assert_eq!(core.on_message(&trailer(i), mem.bytes()), Some(i));
+            assert_eq!(core.checks_pending(), 0);
+        }
+        let s = core.stats();
+        assert_eq!((s.good, s.bad), (2, 2));
+        assert_eq!(s.frame_numbers, [0, 1, 2, 3]);
+        let mut whole = vec![0u8; 4 * SIZE];
+        for (i, flip) in (0..4).zip(FLIPS) {
+            write_frame(&mut whole, i, flip);
+        }
+        assert!(
+            mem.bytes() == &whole[..],
+            "every byte placed where a copy puts it"
+        );
+    }
+
+    #[test]
+    fn writes_out_of_order_or_again_are_compared_after_the_trailer() {
+        let good = frame_bytes(0, None);
+        let mut bad = good.clone();
+        bad[4096 + 5] ^= 1;
+        // wrong beyond the gap of the first two cases (a wrong byte compared as it is placed
+        // judges the frame at its TRAILER, as `frames_placed_in_order_...` shows)
+        let mut bad_late = good.clone();
+        bad_late[3 * 4096 + 5] ^= 1;
+        let all: Vec<usize> = (0..PACKETS).collect();
+        // (what is written, in what order, then written again; compared while placed; good)
+        type Case<'a> = (&'a [u8], Vec<usize>, Option<&'a [u8]>, usize, bool);
+        let cases: [Case; 5] = [
+            // a gap after the first packet: from there on after the TRAILER
+            (
+                &good,
+                [0, 2, 1].into_iter().chain(3..PACKETS).collect(),
+                None,
+                4096,
+                true,
+            ),
+            (
+                &bad_late,
+                [0, 2, 1].into_iter().chain(3..PACKETS).collect(),
+                None,
+                4096,
+                false,
+            ),
+            // the second packet written again, right or wrong: the whole frame after it
+            (&good, all.clone(), Some(&good), 0, true),
+            (&good, all.clone(), Some(&bad), 0, false),
+            // nothing from the start: nothing compared while placed
+            (&good, (1..PACKETS).chain([0]).collect(), None, 0, true),
+        ];
+        for (n, (bytes, order, again, compared, good_frame)) in cases.into_iter().enumerate() {
+            let mut core = core();
+            core.defer_checks(1000);
+            let mut mem = Memory::zeroed(4 * SIZE);
+            core.on_message(&leader(0), mem.bytes());
+            place_packets(&mut core, &mut mem, 0, bytes, &order);
+            if let Some(again) = again {
+                place_packets(&mut core, &mut mem, 0, again, &[1]);
+            }
+            let placed = core.compared_while_placed(0).unwrap_or(0);
+            assert_eq!(placed.min(compared), compared, "case {n}");
+            assert!(placed < SIZE, "case {n}: not all compared while placed");
+            assert_eq!(core.on_message(&trailer(0), mem.bytes()), None, "case {n}");
+            assert_eq!(core.checks_pending(), 1, "case {n}");
+            while core.checks_pending() > 0 {
+                core.verify(mem.bytes());
+            }
+            let s = core.stats();
+            assert_eq!(
+                (s.good, s.bad),
+                (good_frame as u64, !good_frame as u64),
+                "case {n}"
+            );
         }
     }
 

@@ -14,6 +14,7 @@
 pub mod cm;
 pub mod gvcp;
 pub mod host;
+pub mod place;
 pub mod run;
 pub mod sim;
 pub mod soft;

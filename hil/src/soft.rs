@@ -8,6 +8,8 @@ use rdmacam_protocol::rc::{
 };
 use rdmacam_protocol::wire;
 
+use crate::place::Memory;
+
 /// Posted receives the soft host can hold.
 pub const RQ_DEPTH: usize = 1024;
 const MRS: usize = 16;
@@ -31,11 +33,30 @@ pub struct InputCounters {
     pub malformed_drops: u64,
 }
 
+/// Where a WRITE's payload goes: the soft host hands each one over with its region, as a NIC
+/// would DMA it. [`PlainCopy`] writes it; the reference host also compares it as it places it
+/// (`crate::host`).
+pub trait Place {
+    /// Write `data` into `region` (the memory registered under `rkey`) at `at`; the responder
+    /// has checked that it fits.
+    fn place(&mut self, rkey: u32, region: &mut Memory, at: usize, data: &[u8]);
+}
+
+/// Placement as a plain copy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainCopy;
+
+impl Place for PlainCopy {
+    fn place(&mut self, _rkey: u32, region: &mut Memory, at: usize, data: &[u8]) {
+        region.copy(at, data);
+    }
+}
+
 /// A host QP with its memory: what a host application would have set up through verbs.
 #[derive(Debug)]
 pub struct SoftHost {
     responder: Responder<RQ_DEPTH, MRS, CQ_DEPTH>,
-    regions: BTreeMap<u32, (u64, Vec<u8>)>,
+    regions: BTreeMap<u32, (u64, Memory)>,
     recv_bufs: BTreeMap<u64, Vec<u8>>,
     received: Vec<Received>,
     input: InputCounters,
@@ -63,12 +84,12 @@ impl SoftHost {
             }),
             "memory region table full"
         );
-        self.regions.insert(rkey, (va, pinned(len)));
+        self.regions.insert(rkey, (va, Memory::zeroed(len)));
     }
 
     /// The bytes of the region registered under `rkey`.
     pub fn region(&self, rkey: u32) -> &[u8] {
-        &self.regions[&rkey].1
+        self.regions[&rkey].1.bytes()
     }
 
     /// Post a receive buffer of `len` bytes.
@@ -113,11 +134,23 @@ impl SoftHost {
         ecn: u8,
         ib: &[u8],
     ) {
+        self.handle_ib_placing(now, src, dst, ecn, ib, &mut PlainCopy);
+    }
+
+    /// [`handle_ib`](Self::handle_ib), with a WRITE's payload placed by `place`.
+    pub fn handle_ib_placing(
+        &mut self,
+        now: Instant,
+        src: std::net::IpAddr,
+        dst: std::net::IpAddr,
+        ecn: u8,
+        ib: &[u8],
+        place: &mut impl Place,
+    ) {
         match self.responder.handle_ib(now, src, dst, ecn, ib) {
             Some(Placement::Write { rkey, va, data }) => {
                 let (base, mem) = self.regions.get_mut(&rkey).expect("responder checked rkey");
-                let at = (va - *base) as usize;
-                mem[at..at + data.len()].copy_from_slice(data);
+                place.place(rkey, mem, (va - *base) as usize, data);
             }
             Some(Placement::Recv {
                 wr_id,
@@ -189,15 +222,4 @@ impl SoftHost {
     pub fn expected_psn(&self) -> u32 {
         self.responder.expected_psn()
     }
-}
-/// Zeroed memory with every page already in place, as registration pins a verbs region: a
-/// fresh allocation's pages arrive on first write, one fault per 4 KiB, and a frame written
-/// into such a buffer paid ~500 us of faults (the first frames' latency, docs/BENCHMARKS.md).
-fn pinned(len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    for page in v.chunks_mut(4096) {
-        // through black_box: a store of zero into zeroed memory is one the optimizer may drop
-        *std::hint::black_box(&mut page[0]) = 0;
-    }
-    v
 }
