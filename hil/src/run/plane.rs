@@ -128,17 +128,29 @@ pub(super) struct SoftPlane {
     tx: Vec<u8>,
     /// When a pump last moved a packet (busy-polling applies while the stream is flowing).
     active: StdInstant,
+    /// When the responder last saw a gap or a packet again (busy-polling applies after loss).
+    lossy: Option<StdInstant>,
+    /// Gaps and repeats counted so far (the responder's out-of-sequence and duplicate counts).
+    irregular: u64,
 }
 
 /// While packets are flowing (the last one moved less than
-/// [`BUSY_POLL_WHILE`](rdmacam_io::poll::BUSY_POLL_WHILE) ago), the soft host polls its socket for up
-/// to this long before it sleeps ([`busy_poll`](rdmacam_io::poll::busy_poll)). A sleeping receiver makes the sender pay a wake-up for nearly every packet
-/// (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the camera's
-/// window is small and the host often catches up, that cost the demo a fifth to a third of its
-/// goodput (docs/BENCHMARKS.md). Polling for longer (200 us through a whole frame) cost frame
-/// latency instead: on a small machine the camera wakes the host onto its own CPU, and two
-/// pollers there take turns of a scheduler slice while the other CPU idles.
+/// [`BUSY_POLL_WHILE`](rdmacam_io::poll::BUSY_POLL_WHILE) ago) on a link that lost packets lately
+/// ([`LOSSY_FOR`]), the soft host polls its socket for up to this long before it sleeps
+/// ([`busy_poll`](rdmacam_io::poll::busy_poll)). There a sleeping receiver makes the sender pay
+/// a wake-up for nearly every packet (the loopback path runs in the sender's system call): at 1 %
+/// and 5 % loss, where the camera's window is small and the host often catches up, that cost the
+/// demo a fifth to a third of its goodput (docs/BENCHMARKS.md). Polling for longer (200 us
+/// through a whole frame) cost frame latency instead: on a small machine the camera wakes the
+/// host onto its own CPU, and two pollers there take turns of a scheduler slice while the other
+/// CPU idles.
 const BUSY_POLL: Duration = Duration::from_micros(20);
+
+/// How long after the last gap or repeated packet the soft host still busy-polls. On a clean
+/// link the camera's window is wide and its GSO runs wake the host once per 64 KiB; a host that
+/// kept polling there spent every idle microsecond spinning, a whole core whatever its work
+/// (docs/BENCHMARKS.md: its CPU per GB was the camera's, whichever was faster).
+const LOSSY_FOR: Duration = Duration::from_millis(100);
 
 /// The host's data plane: the soft host on a UDP socket, or a verbs QP.
 pub(super) enum Plane {
@@ -193,6 +205,8 @@ impl Plane {
                     },
                     tx: Vec::new(),
                     active: StdInstant::now(),
+                    lossy: None,
+                    irregular: 0,
                 }));
                 Ok((plane, camera.pmtu.min(Pmtu::Mtu4096)))
             }
@@ -294,6 +308,7 @@ impl Plane {
         match self {
             Plane::Soft(p) => {
                 if p.active.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
+                    && p.lossy.is_some_and(|t| t.elapsed() < LOSSY_FOR)
                     && rdmacam_io::poll::busy_poll(p.roce.as_fd(), BUSY_POLL)?
                 {
                     return Ok(());
@@ -328,6 +343,12 @@ impl Plane {
                 let busy = pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx)?;
                 if busy {
                     p.active = StdInstant::now();
+                    let r = p.host.responder_counters().unwrap_or_default();
+                    let irregular = r.out_of_seq_request + r.duplicate_request;
+                    if irregular != p.irregular {
+                        p.irregular = irregular;
+                        p.lossy = Some(p.active);
+                    }
                 }
                 Ok(busy)
             }
