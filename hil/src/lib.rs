@@ -2,6 +2,8 @@
 //!
 //! * [`soft`] — a soft RoCEv2 host: the protocol crate's RC responder plus real memory regions
 //!   and receive buffers, behaving like a host NIC's receive queue (rxe is the model).
+//! * [`place`] — registered memory that payloads are placed into, and placing a payload while
+//!   comparing it with the expected bytes in one pass (the reference host's frame check).
 //! * [`sim`] — a deterministic lossy link and a virtual clock that joins a camera's requester to
 //!   a soft host, for tests that control every packet and microsecond.
 //! * [`host`] and [`run`] — the reference ORSP host and its GVCP/CM connection sequence.

@@ -2,7 +2,7 @@
 //!
 //! The reference host used to copy each payload into frame memory and, at the frame's TRAILER,
 //! read the whole frame back to compare it with the expected image: two passes over 2 MB of
-//! memory no cache holds, 47 % of its CPU (docs/BENCHMARKS.md). [`copy_compare`] compares
+//! memory no cache holds, 47 % of its CPU (docs/BENCHMARKS.md). [`Memory::copy_compare`] compares
 //! the payload while it is still in the cache from its receive, and writes frame memory with
 //! stores that bypass the cache (it is not read again soon): one pass, and no line of frame
 //! memory read before it is overwritten.
