@@ -634,6 +634,15 @@ impl Place for HostCore {
 }
 
 impl HostCore {
+    /// Whether a frame being placed has at most `bytes` of its image left: its TRAILER is due
+    /// within a few packets.
+    pub fn trailer_due(&self, bytes: usize) -> bool {
+        self.placing
+            .iter()
+            .flatten()
+            .any(|p| p.frame.image_size() - p.compared.min(p.frame.image_size()) <= bytes)
+    }
+
     /// Whether the frame in `buffer_id` has been compared up to its end as it was placed.
     #[cfg(test)]
     fn compared_while_placed(&self, buffer_id: u32) -> Option<usize> {
@@ -935,6 +944,12 @@ impl OrspHost {
         self.core.checks_pending()
     }
 
+    /// Whether a frame being received has at most `bytes` of its image left to arrive, so
+    /// its TRAILER is due within a few packets.
+    pub fn trailer_due(&self, bytes: usize) -> bool {
+        self.core.trailer_due(bytes)
+    }
+
     /// Re-queue buffers by hand (tests that starve the camera, then recover).
     pub fn queue(&mut self, ids: &[u32]) {
         let m = self.core.queue_message(ids);
@@ -1152,13 +1167,19 @@ mod deferred {
         let in_order: Vec<usize> = (0..PACKETS).collect();
         for (i, flip) in (0..4).zip(FLIPS) {
             assert_eq!(core.on_message(&leader(i), mem.bytes()), None);
-            place_packets(&mut core, &mut mem, i, &frame_bytes(i, flip), &in_order);
+            let bytes = frame_bytes(i, flip);
+            place_packets(&mut core, &mut mem, i, &bytes, &in_order[..PACKETS - 2]);
+            assert!(!core.trailer_due(4096), "two packets to go");
+            assert!(core.trailer_due(2 * 4096));
+            place_packets(&mut core, &mut mem, i, &bytes, &in_order[PACKETS - 2..]);
+            assert!(core.trailer_due(0), "every byte placed, the TRAILER next");
             if flip.is_none() {
                 assert_eq!(core.compared_while_placed(i), Some(SIZE));
             }
             // compared as it was placed: the TRAILER judges it, nothing is left to verify
             assert_eq!(core.on_message(&trailer(i), mem.bytes()), Some(i));
             assert_eq!(core.checks_pending(), 0);
+            assert!(!core.trailer_due(SIZE), "no frame in flight");
         }
         let s = core.stats();
         assert_eq!((s.good, s.bad), (2, 2));
