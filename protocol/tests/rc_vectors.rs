@@ -172,3 +172,70 @@ fn camera_requester_acts_on_vectors_d_e_f() {
     assert_eq!(rq.counters().cnps, 1);
     assert!(!rq.is_error());
 }
+
+/// The RTT-based timeout's floor is `min_rto` on a clean path and half of it within a second of
+/// a loss (vector E's sequence NAK), where the peer answers promptly and a lost NAK or resend
+/// otherwise idles the link for the whole floor.
+#[test]
+fn the_timeout_floor_halves_on_a_path_that_lost_a_packet_lately() {
+    use rdmacam_protocol::rc::rtt::MIN_RTO;
+    use rdmacam_protocol::wire::aeth::AethRepr;
+    use rdmacam_protocol::wire::bth::BthRepr;
+    use rdmacam_protocol::wire::opcode::Opcode;
+    use std::time::Duration;
+    let cfg = RequesterConfig::new(
+        0x22,
+        0x11,
+        0x100,
+        Path::new(IpAddr::V4(CAM), IpAddr::V4(HOST)),
+    );
+    let mut rq: Requester<4, 4> = Requester::new(cfg);
+    let bufs = [vec![0u8; 64]];
+    let write = |i| WorkRequest {
+        wr_id: i,
+        kind: MessageKind::Write,
+        payload: PayloadRef {
+            handle: 0,
+            offset: 0,
+        },
+        len: 64,
+        remote_va: 0x7f00_0000_1000,
+        rkey: 0x1234,
+        imm: 0,
+        solicited: false,
+    };
+    let us = Instant::from_micros;
+    // 0x100 at 0, acknowledged at 10 us: a round trip of 10 us, nothing lost
+    rq.post(write(0)).unwrap();
+    assert_eq!(
+        rq.poll_transmit(us(0), &bufs[..]).map(|p| p.psn),
+        Some(0x100)
+    );
+    let mut ack = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x22, 0x100));
+    ack.aeth = Some(AethRepr {
+        syndrome: AethSyndrome::Ack { credits: 0x1f },
+        msn: 1,
+    });
+    let mut b = [0u8; 20];
+    ack.emit(&mut b, 0).unwrap();
+    assert!(rq.handle_ib(us(10), &b));
+    assert_eq!(rq.rto(us(20)), Some(MIN_RTO), "clean: the floor");
+    // 0x101 and 0x102 go; vector E says 0x101 was lost
+    rq.post(write(1)).unwrap();
+    rq.post(write(2)).unwrap();
+    while rq.poll_transmit(us(20), &bufs[..]).is_some() {}
+    let bytes = common::vector_ip('E');
+    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
+    assert!(rq.handle_ib(us(30), ib));
+    assert_eq!(rq.counters().seq_naks, 1);
+    assert_eq!(
+        rq.rto(us(40)),
+        Some(MIN_RTO / 2),
+        "within a second of a loss: half"
+    );
+    assert_eq!(
+        rq.rto(Instant::from_micros(30) + Duration::from_secs(2)),
+        Some(MIN_RTO),
+        "a second later the path is clean again"
+    );
+}
