@@ -56,7 +56,7 @@ pub struct RequesterConfig {
     /// FPGA whose answers come within microseconds). A peer in software on shared cores may
     /// pause for milliseconds with nothing lost; the estimator learns such pauses, but a floor
     /// that suits the peer spares the first one. Half of it applies within [`LOSS_MEMORY`] of a
-    /// loss.
+    /// sequence NAK.
     pub min_rto: Duration,
     /// A data mover (an FPGA DMA engine) builds the packets: the requester never reads a
     /// payload byte, leaves the ICRC to the mover (its four bytes zero, `icrc_pending` set) and
@@ -411,6 +411,9 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     loss_seen: Option<Instant>,
     /// The loss seen before `loss_seen`.
     earlier_loss: Option<Instant>,
+    /// When the responder last reported a gap (a sequence NAK): a loss the peer saw, where a
+    /// timeout may only have been a pause.
+    nak_seen: Option<Instant>,
     /// A tail-loss probe due: the PSN to send again.
     probe_psn: Option<u32>,
     /// The last ACK timeout, to tell a spurious one: when it fired, when the packet that armed
@@ -472,6 +475,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             probe_new_due: false,
             loss_seen: None,
             earlier_loss: None,
+            nak_seen: None,
             last_timeout: None,
             rnr_until: None,
             window: LossWindow::new(cfg.max_unacked, start),
@@ -580,6 +584,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // the loss before this one, for telling a spurious timeout on a clean path
         self.earlier_loss = self.loss_seen;
         self.loss_seen = Some(now);
+        if !timeout {
+            self.nak_seen = Some(now);
+        }
         if self.window.on_loss(psn, timeout, self.sent_end) {
             self.counters.window_cuts += 1;
         }
@@ -1272,16 +1279,23 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// row), never longer than the configured local ACK timeout; `None` when that is infinite.
     #[inline]
     fn rto_ns(&self, now: Instant) -> Option<u64> {
-        self.rto_ns_on(self.lossy(now))
+        let lossy = self.lossy(now);
+        self.rto_ns_on(
+            lossy,
+            lossy && self.nak_seen.is_some_and(|t| recent(now, t)),
+        )
     }
 
-    /// [`rto_ns`](Self::rto_ns) on a path that has (`lossy`) or has not lost packets lately.
+    /// [`rto_ns`](Self::rto_ns) on a path that has (`lossy`) or has not lost packets lately,
+    /// and whose responder reported a gap lately (`nak`).
     #[inline(always)]
-    fn rto_ns_on(&self, lossy: bool) -> Option<u64> {
+    fn rto_ns_on(&self, lossy: bool, nak: bool) -> Option<u64> {
         let max = local_ack_timeout_ns(self.cfg.timeout)?;
-        // a path that lost packets lately is answered by a polling peer (the loss-probing
-        // paths keep it awake): half the floor there (5 % loss: goodput +8-17 %)
-        let floor = self.cfg.min_rto.as_nanos() as u64 >> u32::from(lossy);
+        // where the responder itself reported gaps lately, the link loses packets and the
+        // peer answers promptly: half the floor (5 % loss: goodput +8-17 %). Not after
+        // timeouts alone, which a pause causes as well (beside a busy loop, half the floor
+        // made a 60 s soak resend 345 packets).
+        let floor = self.cfg.min_rto.as_nanos() as u64 >> u32::from(nak);
         // on a path without recent losses a late answer is likelier than a loss: wait out the
         // longest recent round trip too
         Some(self.rtt.rto_ns(self.backoff, floor, max, !lossy))
@@ -1297,7 +1311,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     #[inline(always)]
     fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
         let lossy = self.lossy(now);
-        let Some(rto) = self.rto_ns_on(lossy) else {
+        let nak = lossy && self.nak_seen.is_some_and(|t| recent(now, t));
+        let Some(rto) = self.rto_ns_on(lossy, nak) else {
             return (None, None);
         };
         let probe = if lossy { self.rtt.pto_ns(rto) } else { None };
