@@ -239,3 +239,53 @@ fn the_timeout_floor_halves_on_a_path_that_lost_a_packet_lately() {
         "a second later the path is clean again"
     );
 }
+
+/// A timeout alone (a pause: a busy loop on the peer's CPU) does not halve the floor; only a
+/// sequence NAK, which real loss produces, does.
+#[test]
+fn a_timeout_alone_keeps_the_whole_floor() {
+    use rdmacam_protocol::rc::rtt::MIN_RTO;
+    use rdmacam_protocol::wire::aeth::AethRepr;
+    use rdmacam_protocol::wire::bth::BthRepr;
+    use rdmacam_protocol::wire::opcode::Opcode;
+    let cfg = RequesterConfig::new(
+        0x22,
+        0x11,
+        0x100,
+        Path::new(IpAddr::V4(CAM), IpAddr::V4(HOST)),
+    );
+    let mut rq: Requester<4, 4> = Requester::new(cfg);
+    let bufs = [vec![0u8; 64]];
+    let write = |i| WorkRequest {
+        wr_id: i,
+        kind: MessageKind::Write,
+        payload: PayloadRef {
+            handle: 0,
+            offset: 0,
+        },
+        len: 64,
+        remote_va: 0x7f00_0000_1000,
+        rkey: 0x1234,
+        imm: 0,
+        solicited: false,
+    };
+    let us = Instant::from_micros;
+    rq.post(write(0)).unwrap();
+    assert!(rq.poll_transmit(us(0), &bufs[..]).is_some());
+    let mut ack = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x22, 0x100));
+    ack.aeth = Some(AethRepr {
+        syndrome: AethSyndrome::Ack { credits: 0x1f },
+        msn: 1,
+    });
+    let mut b = [0u8; 20];
+    ack.emit(&mut b, 0).unwrap();
+    assert!(rq.handle_ib(us(10), &b));
+    // 0x101 goes and nothing answers: the timer fires
+    rq.post(write(1)).unwrap();
+    assert!(rq.poll_transmit(us(20), &bufs[..]).is_some());
+    let late = us(20 + 20_000);
+    rq.handle_timeout(late);
+    assert_eq!(rq.counters().timeouts, 1);
+    // the floor is whole (doubled once by the timeout), not halved
+    assert_eq!(rq.rto(late), Some(MIN_RTO * 2));
+}
