@@ -1279,8 +1279,16 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// row), never longer than the configured local ACK timeout; `None` when that is infinite.
     #[inline]
     fn rto_ns(&self, now: Instant) -> Option<u64> {
+        let (lossy, nak) = self.losses(now);
+        self.rto_ns_on(lossy, nak)
+    }
+
+    /// Whether a loss was seen within [`LOSS_MEMORY`] of now ([`lossy`](Self::lossy)), and
+    /// whether a sequence NAK was (only asked on a lossy path: a NAK is a loss).
+    #[inline(always)]
+    fn losses(&self, now: Instant) -> (bool, bool) {
         let lossy = self.lossy(now);
-        self.rto_ns_on(
+        (
             lossy,
             lossy && self.nak_seen.is_some_and(|t| recent(now, t)),
         )
@@ -1310,8 +1318,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// on a lossy path) of a packet asking for an ACK at `now`: one timeout computed for both.
     #[inline(always)]
     fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
-        let lossy = self.lossy(now);
-        let nak = lossy && self.nak_seen.is_some_and(|t| recent(now, t));
+        let (lossy, nak) = self.losses(now);
         let Some(rto) = self.rto_ns_on(lossy, nak) else {
             return (None, None);
         };
