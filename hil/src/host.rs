@@ -291,6 +291,7 @@ impl HostCore {
 
     /// A host that has seen nothing yet.
     pub fn new(cfg: HostConfig) -> Self {
+        let buffers = cfg.buffers as usize;
         HostCore {
             cfg,
             tx_seq: 0,
@@ -306,7 +307,7 @@ impl HostCore {
             expected_valid: 0,
             pending: std::collections::VecDeque::new(),
             check_slice: None,
-            placing: Vec::new(),
+            placing: vec![None; buffers],
         }
     }
 
@@ -574,13 +575,32 @@ impl HostCore {
             pattern: self.cfg.pattern,
         })
     }
+
+    /// Whether a frame being placed has at most `bytes` of its image left: its TRAILER is due
+    /// within a few packets.
+    pub fn trailer_due(&self, bytes: usize) -> bool {
+        self.placing
+            .iter()
+            .flatten()
+            .any(|p| p.frame.image_size() - p.compared.min(p.frame.image_size()) <= bytes)
+    }
+
+    /// How much of the frame in `buffer_id` was compared as it was placed.
+    #[cfg(test)]
+    fn compared_while_placed(&self, buffer_id: u32) -> Option<usize> {
+        self.placing
+            .get(buffer_id as usize)
+            .copied()
+            .flatten()
+            .map(|p| p.compared)
+    }
 }
 
 /// The reference host places a WRITE's payload and compares it with the expected image in one
-/// pass ([`Memory::copy_compare`]) when it continues its buffer's frame in order from the start, the
-/// way a camera writes; any other write (out of order, a second write of bytes already
-/// compared, a replayed image, chunk data) is copied and its frame's bytes from there on are
-/// compared after the TRAILER, as before.
+/// pass ([`Memory::copy_compare`]) when it continues its buffer's frame in order from the
+/// start, the way a camera writes; any other write (out of order, a second write of bytes
+/// already compared, a replayed image, chunk data) is copied and its frame's bytes from there
+/// on are compared after the TRAILER, as before.
 impl Place for HostCore {
     fn place(&mut self, rkey: u32, region: &mut Memory, at: usize, data: &[u8]) {
         let size = self.cfg.buffer_size;
@@ -589,13 +609,11 @@ impl Place for HostCore {
             return;
         }
         let (b, o) = (at / size, at % size);
-        if self.placing.len() <= b + 1 {
-            self.placing.resize(b + 2, None);
-        }
-        if o + data.len() > size {
-            // across two buffers (no camera writes so): both compared after their TRAILERs
-            self.placing[b] = None;
-            self.placing[b + 1] = None;
+        if o + data.len() > size || b >= self.placing.len() {
+            // across two buffers (no camera writes so) or past them: compared after the TRAILERs
+            for p in self.placing.iter_mut().skip(b).take(2) {
+                *p = None;
+            }
             region.copy(at, data);
             return;
         }
@@ -630,27 +648,6 @@ impl Place for HostCore {
                 self.placing[b] = p;
             }
         }
-    }
-}
-
-impl HostCore {
-    /// Whether a frame being placed has at most `bytes` of its image left: its TRAILER is due
-    /// within a few packets.
-    pub fn trailer_due(&self, bytes: usize) -> bool {
-        self.placing
-            .iter()
-            .flatten()
-            .any(|p| p.frame.image_size() - p.compared.min(p.frame.image_size()) <= bytes)
-    }
-
-    /// Whether the frame in `buffer_id` has been compared up to its end as it was placed.
-    #[cfg(test)]
-    fn compared_while_placed(&self, buffer_id: u32) -> Option<usize> {
-        self.placing
-            .get(buffer_id as usize)
-            .copied()
-            .flatten()
-            .map(|p| p.compared)
     }
 }
 
