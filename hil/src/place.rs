@@ -20,13 +20,12 @@ const LINE: usize = 64;
 /// other access, as the streaming stores' contract asks.
 #[derive(Debug)]
 pub struct Memory {
-    /// The region is `bytes[at..at + len]`, `at` its first cache-line boundary: a payload at a
-    /// multiple of 64 bytes from the start then begins and ends on whole lines, and no line is
-    /// read before it is overwritten (a part-line write read each one from memory: 3.5 % of the
-    /// soft host's CPU for the first and last line of each packet).
+    /// The region and a line's worth of slack: the region starts at `at`, the first cache-line
+    /// boundary, so a payload at a multiple of 64 bytes from the start begins and ends on whole
+    /// lines, and no line is read before it is overwritten (a part-line write read each one
+    /// from memory: 3.5 % of the soft host's CPU for the first and last line of each packet).
     bytes: Vec<u8>,
     at: usize,
-    len: usize,
     /// Streaming stores were issued and not yet fenced.
     streamed: std::cell::Cell<bool>,
 }
@@ -46,19 +45,24 @@ impl Memory {
         Memory {
             bytes,
             at,
-            len,
             streamed: std::cell::Cell::new(false),
         }
+    }
+
+    /// Where the region lies in `bytes`.
+    fn range(&self) -> std::ops::Range<usize> {
+        self.at..self.at + self.bytes.len() - (LINE - 1)
     }
 
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         self.fence();
-        &self.bytes[self.at..self.at + self.len]
+        &self.bytes[self.range()]
     }
 
     fn region(&mut self) -> &mut [u8] {
-        &mut self.bytes[self.at..self.at + self.len]
+        let r = self.range();
+        &mut self.bytes[r]
     }
 
     /// Copy `data` in at `at`.
@@ -96,7 +100,7 @@ impl Memory {
 
     /// Make the streaming stores so far visible to every later access (`sfence`); cheap when
     /// there were none.
-    pub fn fence(&self) {
+    fn fence(&self) {
         #[cfg(target_arch = "x86_64")]
         if self.streamed.replace(false) {
             // SAFETY: SSE2 is part of x86-64.
