@@ -6,6 +6,7 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use rdmacam_protocol::rc::rtt::MIN_RTO;
 use rdmacam_protocol::rc::{
     Instant, MemoryRegion, Path, PayloadRef, Placement, RecvOpcode, Requester, RequesterConfig,
     Responder, ResponderConfig, WcStatus, WorkRequest, split_rocev2,
@@ -121,29 +122,10 @@ fn a_pending_nak_is_told_from_a_pending_ack() {
 
 #[test]
 fn camera_requester_acts_on_vectors_d_e_f() {
-    let cfg = RequesterConfig::new(
-        0x22,
-        0x11,
-        0x100,
-        Path::new(IpAddr::V4(CAM), IpAddr::V4(HOST)),
-    );
-    let mut rq: Requester<4, 4> = Requester::new(cfg);
-    let bufs = [vec![0u8; 64]];
+    let mut rq = camera_requester();
+    let bufs = payload();
     for i in 0..3 {
-        rq.post(WorkRequest {
-            wr_id: i,
-            kind: MessageKind::Write,
-            payload: PayloadRef {
-                handle: 0,
-                offset: 0,
-            },
-            len: 64,
-            remote_va: 0x7f00_0000_1000,
-            rkey: 0x1234,
-            imm: 0,
-            solicited: false,
-        })
-        .unwrap();
+        rq.post(write(i)).unwrap();
     }
     let psns: Vec<u32> =
         std::iter::from_fn(|| rq.poll_transmit(Instant::ZERO, &bufs[..]).map(|p| p.psn)).collect();
@@ -178,47 +160,9 @@ fn camera_requester_acts_on_vectors_d_e_f() {
 /// otherwise idles the link for the whole floor.
 #[test]
 fn the_timeout_floor_halves_on_a_path_that_lost_a_packet_lately() {
-    use rdmacam_protocol::rc::rtt::MIN_RTO;
-    use rdmacam_protocol::wire::aeth::AethRepr;
-    use rdmacam_protocol::wire::bth::BthRepr;
-    use rdmacam_protocol::wire::opcode::Opcode;
     use std::time::Duration;
-    let cfg = RequesterConfig::new(
-        0x22,
-        0x11,
-        0x100,
-        Path::new(IpAddr::V4(CAM), IpAddr::V4(HOST)),
-    );
-    let mut rq: Requester<4, 4> = Requester::new(cfg);
-    let bufs = [vec![0u8; 64]];
-    let write = |i| WorkRequest {
-        wr_id: i,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 0,
-        },
-        len: 64,
-        remote_va: 0x7f00_0000_1000,
-        rkey: 0x1234,
-        imm: 0,
-        solicited: false,
-    };
+    let (mut rq, bufs) = (acked_once(), payload());
     let us = Instant::from_micros;
-    // 0x100 at 0, acknowledged at 10 us: a round trip of 10 us, nothing lost
-    rq.post(write(0)).unwrap();
-    assert_eq!(
-        rq.poll_transmit(us(0), &bufs[..]).map(|p| p.psn),
-        Some(0x100)
-    );
-    let mut ack = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x22, 0x100));
-    ack.aeth = Some(AethRepr {
-        syndrome: AethSyndrome::Ack { credits: 0x1f },
-        msn: 1,
-    });
-    let mut b = [0u8; 20];
-    ack.emit(&mut b, 0).unwrap();
-    assert!(rq.handle_ib(us(10), &b));
     assert_eq!(rq.rto(us(20)), Some(MIN_RTO), "clean: the floor");
     // 0x101 and 0x102 go; vector E says 0x101 was lost
     rq.post(write(1)).unwrap();
@@ -244,20 +188,37 @@ fn the_timeout_floor_halves_on_a_path_that_lost_a_packet_lately() {
 /// sequence NAK, which real loss produces, does.
 #[test]
 fn a_timeout_alone_keeps_the_whole_floor() {
-    use rdmacam_protocol::rc::rtt::MIN_RTO;
-    use rdmacam_protocol::wire::aeth::AethRepr;
-    use rdmacam_protocol::wire::bth::BthRepr;
-    use rdmacam_protocol::wire::opcode::Opcode;
-    let cfg = RequesterConfig::new(
+    let (mut rq, bufs) = (acked_once(), payload());
+    let us = Instant::from_micros;
+    // 0x101 goes and nothing answers: the timer fires
+    rq.post(write(1)).unwrap();
+    assert!(rq.poll_transmit(us(20), &bufs[..]).is_some());
+    let late = us(20 + 20_000);
+    rq.handle_timeout(late);
+    assert_eq!(rq.counters().timeouts, 1);
+    // the floor is whole (doubled once by the timeout), not halved
+    assert_eq!(rq.rto(late), Some(MIN_RTO * 2));
+}
+
+/// The camera QP the vectors answer (QPN 0x22, sending to the host's 0x11 from PSN 0x100).
+fn camera_requester() -> Requester<4, 4> {
+    Requester::new(RequesterConfig::new(
         0x22,
         0x11,
         0x100,
         Path::new(IpAddr::V4(CAM), IpAddr::V4(HOST)),
-    );
-    let mut rq: Requester<4, 4> = Requester::new(cfg);
-    let bufs = [vec![0u8; 64]];
-    let write = |i| WorkRequest {
-        wr_id: i,
+    ))
+}
+
+/// The one payload buffer the WRITEs read.
+fn payload() -> [Vec<u8>; 1] {
+    [vec![0u8; 64]]
+}
+
+/// A 64-byte RDMA WRITE into the region vectors A and B write into.
+fn write(wr_id: u64) -> WorkRequest {
+    WorkRequest {
+        wr_id,
         kind: MessageKind::Write,
         payload: PayloadRef {
             handle: 0,
@@ -268,10 +229,23 @@ fn a_timeout_alone_keeps_the_whole_floor() {
         rkey: 0x1234,
         imm: 0,
         solicited: false,
-    };
-    let us = Instant::from_micros;
+    }
+}
+
+/// [`camera_requester`] after 0x100 left at 0 and was acknowledged at 10 us: one round trip
+/// of 10 us measured, nothing lost. (The ACK is built here: what is under test is the timer,
+/// not its bytes, which vector D checks.)
+fn acked_once() -> Requester<4, 4> {
+    use rdmacam_protocol::wire::aeth::AethRepr;
+    use rdmacam_protocol::wire::bth::BthRepr;
+    use rdmacam_protocol::wire::opcode::Opcode;
+    let mut rq = camera_requester();
     rq.post(write(0)).unwrap();
-    assert!(rq.poll_transmit(us(0), &bufs[..]).is_some());
+    assert_eq!(
+        rq.poll_transmit(Instant::ZERO, &payload()[..])
+            .map(|p| p.psn),
+        Some(0x100)
+    );
     let mut ack = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x22, 0x100));
     ack.aeth = Some(AethRepr {
         syndrome: AethSyndrome::Ack { credits: 0x1f },
@@ -279,13 +253,6 @@ fn a_timeout_alone_keeps_the_whole_floor() {
     });
     let mut b = [0u8; 20];
     ack.emit(&mut b, 0).unwrap();
-    assert!(rq.handle_ib(us(10), &b));
-    // 0x101 goes and nothing answers: the timer fires
-    rq.post(write(1)).unwrap();
-    assert!(rq.poll_transmit(us(20), &bufs[..]).is_some());
-    let late = us(20 + 20_000);
-    rq.handle_timeout(late);
-    assert_eq!(rq.counters().timeouts, 1);
-    // the floor is whole (doubled once by the timeout), not halved
-    assert_eq!(rq.rto(late), Some(MIN_RTO * 2));
+    assert!(rq.handle_ib(Instant::from_micros(10), &b));
+    rq
 }
