@@ -357,6 +357,59 @@ fn after_a_loss_a_lost_last_is_recovered_by_a_loss_probe_before_the_ack_timeout(
 }
 
 #[test]
+fn a_probe_answered_for_the_probed_packet_alone_goes_back_at_once() {
+    // message 1 loses a MIDDLE (NAK'd, resent): the path is lossy and probes are armed.
+    // Message 2 loses its fourth packet and the NAK for it: the responder NAKs a gap once and
+    // drops what follows in silence, so only the probe gets an answer.
+    let mut s = lossy(vec![2, 5 + 3]);
+    let mut naks = 0;
+    s.down.set_filter(Box::new(move |p| {
+        // AETH syndrome right after the BTH: 011x_xxxx is a NAK
+        let nak = p[40] & 0xe0 == 0x60;
+        naks += u32::from(nak);
+        nak && naks == 2
+    }));
+    send_5000(&mut s, 1);
+    let before = s.camera.counters();
+    send_5000(&mut s, 2);
+    let c = s.camera.counters();
+    assert_eq!(c.seq_naks - before.seq_naks, 0, "{c:?}");
+    // the probe's ACK names the probed packet alone: sending goes back at once, no timeout
+    assert_eq!(
+        (
+            c.tail_probes - before.tail_probes,
+            c.probe_gobacks,
+            c.timeouts
+        ),
+        (1, 1, 0),
+        "{c:?}"
+    );
+    // the probed packet (the third, which had arrived: an ACK was asked for on the second and
+    // the fourth) and the two after it, each once
+    assert_eq!(c.retransmitted_packets - before.retransmitted_packets, 3);
+    assert_eq!(s.host.counters().duplicate_request, 1);
+}
+
+#[test]
+fn a_probe_of_a_packet_that_arrived_goes_back_no_further_than_the_responder_asks() {
+    // message 1 loses a MIDDLE (lossy path); message 2 loses its LAST only: the probe sends
+    // the oldest unacknowledged packet again, which the responder had; its re-ACK names the
+    // LAST, and only the LAST goes again
+    let mut s = lossy(vec![2, 5 + 4]);
+    send_5000(&mut s, 1);
+    let before = s.camera.counters();
+    send_5000(&mut s, 2);
+    let c = s.camera.counters();
+    assert_eq!(c.timeouts, 0, "{c:?}");
+    assert_eq!(c.tail_probes - before.tail_probes, 1, "{c:?}");
+    assert_eq!(
+        c.retransmitted_packets - before.retransmitted_packets,
+        1,
+        "{c:?}"
+    );
+}
+
+#[test]
 fn lost_ack_is_covered_by_timeout_and_duplicate_reack() {
     let mut s = sim(3, LinkConfig::clean(), LinkConfig::clean(), 0);
     let mut first = true;

@@ -40,6 +40,7 @@ pub(super) fn log_rc(cam: &CameraCore) {
             spurious_timeouts = rc.spurious_timeouts,
             new_data_probes = rc.new_data_probes,
             tail_probes = rc.tail_probes,
+            probe_gobacks = rc.probe_gobacks,
             window = rc.window,
             window_cuts = rc.window_cuts,
             srtt_us = rc.srtt_ns / 1000,
