@@ -1159,7 +1159,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                     // gap once and then drops what follows in silence, so that NAK or the first
                     // resend after it was lost, and everything sent after the probed packet,
                     // before the probe, was dropped. Go back now, not a round trip later on the
-                    // NAK new data would bring (5 % loss in `rdmacam demo`: +7 % goodput).
+                    // NAK new data would bring (`rdmacam demo` at 20 % loss: goodput x1.3, half
+                    // the timeouts; at 1 and 5 % the timeouts drop 4-6x, goodput stays).
                     self.counters.probe_gobacks += 1;
                     self.sent_times.clear();
                     self.retrying_from = Some(acked_end);
