@@ -200,6 +200,41 @@ fn a_timeout_alone_keeps_the_whole_floor() {
     assert_eq!(rq.rto(late), Some(MIN_RTO * 2));
 }
 
+/// A loss probe that comes due while a go-back is about to send the probed packet again does
+/// not send it a second time (two copies of one SEND used to share a GSO run).
+#[test]
+fn a_probe_of_the_packet_a_go_back_sends_next_is_not_sent_twice() {
+    let (mut rq, bufs) = (acked_once(), payload());
+    let us = Instant::from_micros;
+    // 0x101 goes and nothing answers: the timer fires and 0x101 goes again, on a path that
+    // has now lost something (a loss probe is armed with it)
+    rq.post(write(1)).unwrap();
+    assert!(rq.poll_transmit(us(20), &bufs[..]).is_some());
+    let late = us(20 + 20_000);
+    rq.handle_timeout(late);
+    assert_eq!(
+        rq.poll_transmit(late, &bufs[..]).map(|p| p.psn),
+        Some(0x101)
+    );
+    // vector E: the responder still expects 0x101 (no progress, so the probe timer stands);
+    // before the go-back is sent, the probe comes due
+    let bytes = common::vector_ip('E');
+    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
+    let t = Instant::from_nanos(late.as_nanos() + 5_000);
+    assert!(rq.handle_ib(t, ib));
+    assert_eq!(rq.counters().seq_naks, 1);
+    let t = Instant::from_nanos(late.as_nanos() + 100_000);
+    rq.handle_timeout(t);
+    let psns: Vec<u32> =
+        std::iter::from_fn(|| rq.poll_transmit(t, &bufs[..]).map(|p| p.psn)).collect();
+    assert_eq!(psns, [0x101], "sent once");
+    assert_eq!(
+        rq.counters().tail_probes,
+        0,
+        "the go-back answers for the probe"
+    );
+}
+
 /// The camera QP the vectors answer (QPN 0x22, sending to the host's 0x11 from PSN 0x100).
 fn camera_requester() -> Requester<4, 4> {
     Requester::new(RequesterConfig::new(

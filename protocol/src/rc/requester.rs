@@ -663,10 +663,10 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             }
             self.rnr_until = None;
         }
-        let probe = self
-            .probe_psn
-            .take()
-            .filter(|p| psn_diff(*p, self.una) >= 0 && psn_diff(*p, self.sent_end) < 0);
+        // a probe of the packet a go-back sends next anyway would send it twice
+        let probe = self.probe_psn.take().filter(|p| {
+            psn_diff(*p, self.una) >= 0 && psn_diff(*p, self.sent_end) < 0 && *p != self.send_psn
+        });
         let psn = match probe {
             Some(p) => p,
             None => {
