@@ -241,13 +241,15 @@ fn check_super_packet(ip: &[u8], n: &mut WireCount) {
         raw_rocev2(&hdr[..20], false, &udp).is_ok_and(|(computed, carried)| computed == carried)
     };
     // the segment size: a whole packet, or a full-size one (BTH, maybe a RETH, PMTU bytes,
-    // ICRC) whose ICRC holds
+    // ICRC) whose ICRC holds, or else any size (a run of short SENDs: the same SEND sent twice
+    // in a row, a loss probe then a go-back, once shared a run)
     let seg = std::iter::once(payload.len())
         .chain(
             [256, 512, 1024, 2048, 4096]
                 .iter()
                 .flat_map(|m| [12 + m + 4, 12 + 16 + m + 4]),
         )
+        .chain((16..=payload.len().min(2048)).step_by(4))
         .filter(|&s| s <= payload.len())
         .find(|&s| segment(0, &payload[..s]));
     let Some(seg) = seg else {
