@@ -424,6 +424,93 @@ fn lost_ack_is_covered_by_timeout_and_duplicate_reack() {
     assert_eq!(s.host.counters().rcvd_pkts, 2);
 }
 
+/// A timeout on a path where the responder reported no gap lately, with nothing new to send:
+/// as likely a pause as a lost tail, so the go-back starts with one packet. Its answer (the
+/// responder had everything; only its ACKs were lost) ends the go-back: one packet sent twice,
+/// not the five of the window.
+#[test]
+fn a_timeout_on_a_clean_path_goes_back_one_packet_at_a_time() {
+    let mut s = sim(3, LinkConfig::clean(), LinkConfig::clean(), 0);
+    // the ACK for the 5-packet WRITE is lost (the host answers both ACK requests with one)
+    let mut first = true;
+    s.down
+        .set_filter(Box::new(move |_| std::mem::take(&mut first)));
+    send_5000(&mut s, 1);
+    let c = s.camera.counters();
+    assert_eq!((c.timeouts, c.new_data_probes), (1, 0), "{c:?}");
+    assert_eq!(c.retransmitted_packets, 1, "{c:?}");
+    assert_eq!(s.host.counters().duplicate_request, 1);
+}
+
+/// Loss probes are armed only where the responder reported a gap lately: after a timeout
+/// alone (a pause as likely as a loss) a lost LAST waits for the next timeout, where a probe a
+/// round trip into the next pause would only send a packet twice.
+#[test]
+fn after_a_timeout_alone_no_loss_probe_is_armed() {
+    // message 1's ACK is lost (a timeout, no NAK); message 2 loses its LAST
+    let mut s = lossy(vec![5 + 4]);
+    let mut first = true;
+    s.down
+        .set_filter(Box::new(move |_| std::mem::take(&mut first)));
+    send_5000(&mut s, 1);
+    assert_eq!(s.camera.counters().timeouts, 1);
+    send_5000(&mut s, 2);
+    let c = s.camera.counters();
+    // the LAST goes again after a timeout (two here: the first finds the responder holding
+    // more than the one packet the go-back sent, takes it for a pause and resumes with new
+    // data, of which there is none; the second sends the LAST)
+    assert_eq!((c.seq_naks, c.tail_probes, c.timeouts), (0, 0, 3), "{c:?}");
+}
+
+/// Timeouts in a row on a clean path, with new data waiting, are answered by new-data probes
+/// twice before the requester goes back: a host off its core for longer than one doubled
+/// timeout (beside a busy loop, a 4 ms tick) has still lost nothing.
+#[test]
+fn two_timeouts_in_a_row_on_a_clean_path_probe_with_new_data_and_resend_nothing() {
+    let mut s = sim(3, LinkConfig::clean(), LinkConfig::clean(), 0);
+    // the ACK for the first window (the host answers its four ACK requests with one) and the
+    // answer to the first new-data probe are lost
+    let mut acks = 0;
+    s.down.set_filter(Box::new(move |_| {
+        acks += 1;
+        acks <= 2
+    }));
+    s.buffers = vec![(0..40_000u32).map(|i| (i * 7) as u8).collect()];
+    s.camera.post(write_wr(1, 40_000, MR_VA, RKEY)).unwrap();
+    s.run(Instant::from_millis(1000));
+    assert_eq!(s.completions.len(), 1);
+    assert_eq!(s.completions[0].status, WcStatus::Success);
+    assert_eq!(&s.host.region(RKEY)[..40_000], &s.buffers[0][..]);
+    let c = s.camera.counters();
+    assert_eq!((c.timeouts, c.new_data_probes), (2, 2), "{c:?}");
+    assert_eq!((c.retransmitted_packets, c.window_cuts), (0, 0), "{c:?}");
+}
+
+/// A timeout found spurious (an ACK for packets sent before it comes after it) ends the
+/// go-back: what followed those packets most likely arrived too, so sending resumes with new
+/// data (F-RTO) instead of sending the rest of the window again.
+#[test]
+fn a_spurious_timeout_resumes_with_new_data_not_the_go_back() {
+    // 16 packets queue on a slow link (0.1 ms each) and their ACKs take 6 ms back: the timer
+    // (the configured 4.2 ms, nothing measured yet) fires first, with nothing new to send
+    let mut slow = LinkConfig::clean();
+    slow.rate_bps = 80_000_000;
+    let mut late = LinkConfig::clean();
+    late.delay = Duration::from_millis(6);
+    let (cam, host) = configs(0);
+    let mut s = Sim::new(cam, host, slow, late, 5);
+    s.host.register(RKEY, MR_VA, MR_LEN);
+    s.buffers = vec![(0..16_384u32).map(|i| (i * 3) as u8).collect()];
+    s.camera.post(write_wr(1, 16_384, MR_VA, RKEY)).unwrap();
+    s.run(Instant::from_millis(1000));
+    assert_eq!(s.completions.len(), 1);
+    assert_eq!(s.completions[0].status, WcStatus::Success);
+    let c = s.camera.counters();
+    assert_eq!((c.timeouts, c.spurious_timeouts), (1, 1), "{c:?}");
+    // the go-back's one packet; the first late ACK showed the timeout spurious
+    assert_eq!(c.retransmitted_packets, 1, "{c:?}");
+}
+
 fn sends(s: &mut Sim, n: u64) {
     s.buffers = vec![(0..=255u8).cycle().take(64 << 10).collect()];
     for i in 0..n {

@@ -369,6 +369,12 @@ fn recent(now: Instant, t: Instant) -> bool {
     now.0.saturating_sub(t.0) < LOSS_MEMORY.as_nanos() as u64
 }
 
+/// Timeouts in a row on a clean path answered by a new-data probe before one goes back: the
+/// timer doubles with each, so a go-back waits out 1 + 2 + 4 timeouts of silence (beside a
+/// busy loop, where a host thread waits up to a 4 ms tick for its core, a 60 s soak at 1000 fps
+/// went back 3 times with one probe, each time for a pause).
+const NEW_DATA_PROBES: u32 = 2;
+
 /// First transmissions whose send times are kept for round-trip samples (at least one per
 /// ACK request of a full window).
 const SENT_TIMES: usize = 64;
@@ -590,11 +596,20 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // the loss before this one, for telling a spurious timeout on a clean path
         self.earlier_loss = self.loss_seen;
         self.loss_seen = Some(now);
+        let nak_lately = self.nak_seen.is_some_and(|t| recent(now, t));
         if !timeout {
             self.nak_seen = Some(now);
         }
         if self.window.on_loss(psn, timeout, self.sent_end) {
             self.counters.window_cuts += 1;
+        }
+        if timeout && !nak_lately {
+            // A timeout where the responder has reported no gap lately is as likely a pause
+            // (a host thread off its core) as a lost tail: go back one packet at a time, as
+            // TCP's retransmission timeout restarts from a loss window of one segment. A late
+            // ACK then finds one packet sent twice, not a window (the cut is undone as
+            // spurious); a real loss is resent as the window grows back from ACKs.
+            self.window.collapse();
         }
     }
 
@@ -1086,14 +1101,20 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     fn probe_with_new_data(&mut self, now: Instant) -> bool {
         let new_data =
             psn_diff(self.sent_end, self.next_post_psn) < 0 && self.send_psn == self.sent_end;
-        if self.lossy(now) || !new_data || self.backoff > 0 || self.rnr_until.is_some() {
+        if self.lossy(now)
+            || !new_data
+            || self.backoff >= NEW_DATA_PROBES
+            || self.rnr_until.is_some()
+        {
             return false;
         }
         let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
         self.counters.new_data_probes += 1;
-        self.probe_new = Some(armed_at);
+        if self.probe_new.is_none() {
+            self.probe_new = Some(armed_at);
+        }
         self.probe_new_due = true;
-        self.backoff = 1;
+        self.backoff += 1;
         self.ack_deadline = self.deadline(now);
         self.probe_at = None;
         true
@@ -1235,6 +1256,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             if psn_diff(end, self.send_psn) > 0 || too_soon {
                 self.window.restore(before);
                 self.counters.spurious_timeouts += 1;
+                // and what was sent after the acknowledged packets most likely arrived too:
+                // resume with new data, not the go-back (F-RTO, RFC 5682); a packet that was
+                // lost after all draws a sequence NAK once new data follows it, or the next
+                // timeout
+                self.send_psn = self.sent_end;
+                self.retrying_from = None;
                 // nor was anything lost
                 self.loss_seen = self.earlier_loss;
                 // On a path that lost nothing else lately the peer was slow, not the link
@@ -1338,14 +1365,17 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     }
 
     /// The ACK deadline and the tail-loss probe time ([`RttEstimator::pto_ns`], armed only
-    /// on a lossy path) of a packet asking for an ACK at `now`: one timeout computed for both.
+    /// within a second of a sequence NAK) of a packet asking for an ACK at `now`: one timeout
+    /// computed for both.
     #[inline(always)]
     fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
         let (lossy, nak) = self.losses(now);
         let Some(rto) = self.rto_ns_on(lossy, nak) else {
             return (None, None);
         };
-        let probe = if lossy { self.rtt.pto_ns(rto) } else { None };
+        // probes only where the responder reported gaps lately: after timeouts alone (a
+        // paused peer) a probe a round trip into the next pause only sends a packet twice
+        let probe = if nak { self.rtt.pto_ns(rto) } else { None };
         (
             Some(Instant(now.0 + rto)),
             probe.map(|p| Instant(now.0 + p)),

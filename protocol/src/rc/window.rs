@@ -61,6 +61,13 @@ impl LossWindow {
         true
     }
 
+    /// Down to one packet, the threshold kept, to grow back from ACKs (after a timeout that
+    /// may have been a pause: one packet goes again before an answer says what is missing).
+    pub fn collapse(&mut self) {
+        self.cwnd = 1;
+        self.acc = 0;
+    }
+
     /// `n` more packets were acknowledged: grow, unless packets already `queueing` (past the
     /// path's bandwidth-delay product a larger window buys no rate, only a larger go-back-N per
     /// loss).
