@@ -1048,7 +1048,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             && now >= p
         {
             self.probe_at = None;
-            if psn_diff(self.una, self.sent_end) < 0 && self.rnr_until.is_none() {
+            // probes only where the responder reported gaps lately: after timeouts alone (a
+            // paused peer) a probe a round trip into the next pause only sends a packet twice.
+            // (Decided here, not where the timer is armed: that is on every ACK request, and
+            // the test there cost the Cortex-A9 13 instructions per packet.)
+            if psn_diff(self.una, self.sent_end) < 0
+                && self.rnr_until.is_none()
+                && self.nak_seen.is_some_and(|t| recent(now, t))
+            {
                 // the oldest unacknowledged packet, not the newest as TCP probes: a responder
                 // that lost a packet NAKs once and then drops what follows in silence (rxe
                 // does), so only the missing packet gets an answer; if it was not lost, the
@@ -1365,17 +1372,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     }
 
     /// The ACK deadline and the tail-loss probe time ([`RttEstimator::pto_ns`], armed only
-    /// within a second of a sequence NAK) of a packet asking for an ACK at `now`: one timeout
-    /// computed for both.
+    /// on a lossy path; it sends a probe only within a second of a sequence NAK) of a packet
+    /// asking for an ACK at `now`: one timeout computed for both.
     #[inline(always)]
     fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
         let (lossy, nak) = self.losses(now);
         let Some(rto) = self.rto_ns_on(lossy, nak) else {
             return (None, None);
         };
-        // probes only where the responder reported gaps lately: after timeouts alone (a
-        // paused peer) a probe a round trip into the next pause only sends a packet twice
-        let probe = if nak { self.rtt.pto_ns(rto) } else { None };
+        let probe = if lossy { self.rtt.pto_ns(rto) } else { None };
         (
             Some(Instant(now.0 + rto)),
             probe.map(|p| Instant(now.0 + p)),
