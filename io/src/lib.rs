@@ -20,6 +20,7 @@ pub mod icrc;
 pub mod images;
 pub mod poll;
 pub mod roce;
+pub mod sched;
 pub mod sockopt;
 #[cfg(feature = "verbs")]
 pub mod verbs;
