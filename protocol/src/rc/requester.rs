@@ -596,7 +596,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // the loss before this one, for telling a spurious timeout on a clean path
         self.earlier_loss = self.loss_seen;
         self.loss_seen = Some(now);
-        let nak_lately = self.nak_seen.is_some_and(|t| recent(now, t));
+        let nak_lately = self.nak_lately(now);
         if !timeout {
             self.nak_seen = Some(now);
         }
@@ -1054,7 +1054,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             // the test there cost the Cortex-A9 13 instructions per packet.)
             if psn_diff(self.una, self.sent_end) < 0
                 && self.rnr_until.is_none()
-                && self.nak_seen.is_some_and(|t| recent(now, t))
+                && self.nak_lately(now)
             {
                 // the oldest unacknowledged packet, not the newest as TCP probes: a responder
                 // that lost a packet NAKs once and then drops what follows in silence (rxe
@@ -1190,9 +1190,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                     // NAK new data would bring (`rdmacam demo` at 20 % loss: goodput x1.3, half
                     // the timeouts; at 1 and 5 % the timeouts drop 4-6x, goodput stays).
                     self.counters.probe_gobacks += 1;
-                    self.sent_times.clear();
-                    self.retrying_from = Some(acked_end);
-                    self.send_psn = acked_end;
+                    self.go_back_from(acked_end);
                 }
             }
             AethSyndrome::Nak(NakCode::PsnSequenceError) => {
@@ -1211,9 +1209,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                     return;
                 }
                 self.on_loss(now, psn, false);
-                self.sent_times.clear();
-                self.retrying_from = Some(psn);
-                self.send_psn = psn;
+                self.go_back_from(psn);
             }
             AethSyndrome::RnrNak { timer } => {
                 self.counters.rnr_naks += 1;
@@ -1326,6 +1322,20 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         };
     }
 
+    /// Resend from `psn`, which the responder is known to miss: a NAK-started go-back (a second
+    /// NAK for `psn` belongs to it) with no round-trip sample from what goes again (Karn).
+    fn go_back_from(&mut self, psn: u32) {
+        self.sent_times.clear();
+        self.retrying_from = Some(psn);
+        self.send_psn = psn;
+    }
+
+    /// Whether the responder reported a gap (a sequence NAK) within [`LOSS_MEMORY`] of now.
+    #[inline(always)]
+    fn nak_lately(&self, now: Instant) -> bool {
+        self.nak_seen.is_some_and(|t| recent(now, t))
+    }
+
     /// Whether a loss (a sequence NAK, an ACK timeout) was seen within [`LOSS_MEMORY`] of now.
     #[inline]
     fn lossy(&self, now: Instant) -> bool {
@@ -1345,10 +1355,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     #[inline(always)]
     fn losses(&self, now: Instant) -> (bool, bool) {
         let lossy = self.lossy(now);
-        (
-            lossy,
-            lossy && self.nak_seen.is_some_and(|t| recent(now, t)),
-        )
+        (lossy, lossy && self.nak_lately(now))
     }
 
     /// [`rto_ns`](Self::rto_ns) on a path that has (`lossy`) or has not lost packets lately,

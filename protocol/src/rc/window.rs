@@ -2,11 +2,12 @@
 //! responder (rxe, a NIC) discards everything after a gap, so each loss costs a go-back-N of up
 //! to the window: the window is halved on a loss (once per window of packets, as TCP's NewReno
 //! does) and grows back as ACKs come (doubling per round trip up to half its last size, then one
-//! packet per quarter window), never above the configured maximum.
+//! packet per quarter window), never above the configured maximum. After a timeout that may
+//! have been a pause it restarts from one packet ([`LossWindow::collapse`]).
 
 use crate::wire::bth::psn_diff;
 
-/// The smallest the window gets, packets.
+/// The smallest a cut leaves the window, packets (a collapse leaves one).
 pub const MIN_WINDOW: u32 = 4;
 
 /// The window a connection starts with, packets (it doubles per round trip from there while
