@@ -123,34 +123,23 @@ fn a_pending_nak_is_told_from_a_pending_ack() {
 #[test]
 fn camera_requester_acts_on_vectors_d_e_f() {
     let mut rq = camera_requester();
-    let bufs = payload();
     for i in 0..3 {
         rq.post(write(i)).unwrap();
     }
-    let psns: Vec<u32> =
-        std::iter::from_fn(|| rq.poll_transmit(Instant::ZERO, &bufs[..]).map(|p| p.psn)).collect();
-    assert_eq!(psns, [0x100, 0x101, 0x102]);
+    assert_eq!(sent(&mut rq, Instant::ZERO), [0x100, 0x101, 0x102]);
     // E: NAK sequence error expecting 0x101 -> 0x100 done, resend from 0x101
-    let bytes = common::vector_ip('E');
-    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
-    assert!(rq.handle_ib(Instant::ZERO, ib));
+    assert!(rq.handle_ib(Instant::ZERO, &vector_ib('E')));
     assert_eq!(
         rq.poll_completion().map(|c| (c.wr_id, c.status)),
         Some((0, WcStatus::Success))
     );
-    let again: Vec<u32> =
-        std::iter::from_fn(|| rq.poll_transmit(Instant::ZERO, &bufs[..]).map(|p| p.psn)).collect();
-    assert_eq!(again, [0x101, 0x102]);
+    assert_eq!(sent(&mut rq, Instant::ZERO), [0x101, 0x102]);
     // D: ACK 0x102 completes the rest
-    let bytes = common::vector_ip('D');
-    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
-    rq.handle_ib(Instant::ZERO, ib);
+    rq.handle_ib(Instant::ZERO, &vector_ib('D'));
     assert_eq!(rq.poll_completion().map(|c| c.wr_id), Some(1));
     assert_eq!(rq.poll_completion().map(|c| c.wr_id), Some(2));
     // F: a CNP is counted, never taken for an ACK or an error
-    let bytes = common::vector_ip('F');
-    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
-    assert!(rq.handle_ib(Instant::ZERO, ib));
+    assert!(rq.handle_ib(Instant::ZERO, &vector_ib('F')));
     assert_eq!(rq.counters().cnps, 1);
     assert!(!rq.is_error());
 }
@@ -161,16 +150,14 @@ fn camera_requester_acts_on_vectors_d_e_f() {
 #[test]
 fn the_timeout_floor_halves_on_a_path_that_lost_a_packet_lately() {
     use std::time::Duration;
-    let (mut rq, bufs) = (acked_once(), payload());
+    let mut rq = acked_once();
     let us = Instant::from_micros;
     assert_eq!(rq.rto(us(20)), Some(MIN_RTO), "clean: the floor");
     // 0x101 and 0x102 go; vector E says 0x101 was lost
     rq.post(write(1)).unwrap();
     rq.post(write(2)).unwrap();
-    while rq.poll_transmit(us(20), &bufs[..]).is_some() {}
-    let bytes = common::vector_ip('E');
-    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
-    assert!(rq.handle_ib(us(30), ib));
+    assert_eq!(sent(&mut rq, us(20)), [0x101, 0x102]);
+    assert!(rq.handle_ib(us(30), &vector_ib('E')));
     assert_eq!(rq.counters().seq_naks, 1);
     assert_eq!(
         rq.rto(us(40)),
@@ -188,14 +175,8 @@ fn the_timeout_floor_halves_on_a_path_that_lost_a_packet_lately() {
 /// sequence NAK, which real loss produces, does.
 #[test]
 fn a_timeout_alone_keeps_the_whole_floor() {
-    let (mut rq, bufs) = (acked_once(), payload());
-    let us = Instant::from_micros;
-    // 0x101 goes and nothing answers: the timer fires
-    rq.post(write(1)).unwrap();
-    assert!(rq.poll_transmit(us(20), &bufs[..]).is_some());
-    let late = us(20 + 20_000);
-    rq.handle_timeout(late);
-    assert_eq!(rq.counters().timeouts, 1);
+    let mut rq = acked_once();
+    let late = unanswered_0x101(&mut rq);
     // the floor is whole (doubled once by the timeout), not halved
     assert_eq!(rq.rto(late), Some(MIN_RTO * 2));
 }
@@ -204,35 +185,45 @@ fn a_timeout_alone_keeps_the_whole_floor() {
 /// not send it a second time (two copies of one SEND used to share a GSO run).
 #[test]
 fn a_probe_of_the_packet_a_go_back_sends_next_is_not_sent_twice() {
-    let (mut rq, bufs) = (acked_once(), payload());
-    let us = Instant::from_micros;
-    // 0x101 goes and nothing answers: the timer fires and 0x101 goes again, on a path that
-    // has now lost something (a loss probe is armed with it)
-    rq.post(write(1)).unwrap();
-    assert!(rq.poll_transmit(us(20), &bufs[..]).is_some());
-    let late = us(20 + 20_000);
-    rq.handle_timeout(late);
-    assert_eq!(
-        rq.poll_transmit(late, &bufs[..]).map(|p| p.psn),
-        Some(0x101)
-    );
+    let mut rq = acked_once();
+    // 0x101 goes again, on a path that has now lost something (a loss probe is armed with it)
+    let late = unanswered_0x101(&mut rq);
+    assert_eq!(sent(&mut rq, late), [0x101]);
     // vector E: the responder still expects 0x101 (no progress, so the probe timer stands);
     // before the go-back is sent, the probe comes due
-    let bytes = common::vector_ip('E');
-    let (_, _, _, ib) = split_rocev2(&bytes).unwrap();
     let t = Instant::from_nanos(late.as_nanos() + 5_000);
-    assert!(rq.handle_ib(t, ib));
+    assert!(rq.handle_ib(t, &vector_ib('E')));
     assert_eq!(rq.counters().seq_naks, 1);
     let t = Instant::from_nanos(late.as_nanos() + 100_000);
     rq.handle_timeout(t);
-    let psns: Vec<u32> =
-        std::iter::from_fn(|| rq.poll_transmit(t, &bufs[..]).map(|p| p.psn)).collect();
-    assert_eq!(psns, [0x101], "sent once");
+    assert_eq!(sent(&mut rq, t), [0x101], "sent once");
     assert_eq!(
         rq.counters().tail_probes,
         0,
         "the go-back answers for the probe"
     );
+}
+
+/// 0x101 leaves at 20 us and nothing answers: the timer fires (at 20 ms, the returned time).
+fn unanswered_0x101(rq: &mut Requester<4, 4>) -> Instant {
+    rq.post(write(1)).unwrap();
+    assert_eq!(sent(rq, Instant::from_micros(20)), [0x101]);
+    let late = Instant::from_micros(20 + 20_000);
+    rq.handle_timeout(late);
+    assert_eq!(rq.counters().timeouts, 1);
+    late
+}
+
+/// The PSNs `rq` sends at `now`, until it has nothing more to send.
+fn sent(rq: &mut Requester<4, 4>, now: Instant) -> Vec<u32> {
+    let bufs = payload();
+    std::iter::from_fn(|| rq.poll_transmit(now, &bufs[..]).map(|p| p.psn)).collect()
+}
+
+/// The InfiniBand part (BTH to ICRC) of vector `c`, as the requester is fed it.
+fn vector_ib(c: char) -> Vec<u8> {
+    let bytes = common::vector_ip(c);
+    split_rocev2(&bytes).unwrap().3.to_vec()
 }
 
 /// The camera QP the vectors answer (QPN 0x22, sending to the host's 0x11 from PSN 0x100).
@@ -276,11 +267,7 @@ fn acked_once() -> Requester<4, 4> {
     use rdmacam_protocol::wire::opcode::Opcode;
     let mut rq = camera_requester();
     rq.post(write(0)).unwrap();
-    assert_eq!(
-        rq.poll_transmit(Instant::ZERO, &payload()[..])
-            .map(|p| p.psn),
-        Some(0x100)
-    );
+    assert_eq!(sent(&mut rq, Instant::ZERO), [0x100]);
     let mut ack = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x22, 0x100));
     ack.aeth = Some(AethRepr {
         syndrome: AethSyndrome::Ack { credits: 0x1f },
