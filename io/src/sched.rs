@@ -1,4 +1,4 @@
-//! The calling thread's scheduling priority.
+//! The calling thread's scheduling: its priority, and giving its CPU away.
 
 /// Set the calling thread's nice value (Linux keeps one per thread: threads started before keep
 /// theirs). Lower is sooner: at -10 a receive thread woken on a CPU where a busy sender runs
@@ -13,6 +13,24 @@ pub fn set_thread_nice(nice: i32) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// Give the CPU to another thread runnable on it, if one waits (`sched_yield`): the caller runs
+/// on when it is picked again. With none waiting it returns at once.
+pub fn yield_cpu() {
+    // SAFETY: sched_yield takes no arguments and cannot fail on Linux
+    unsafe { libc::sched_yield() };
+}
+
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`): one system call.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write; this clock exists on every Linux
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The calling thread's nice value.
@@ -44,5 +62,23 @@ mod tests {
             assert_eq!(nice, -5);
         }
         assert_eq!(thread_nice(), before, "only the thread that asked");
+    }
+
+    #[test]
+    fn a_thread_s_cpu_time_grows_while_it_works_and_not_while_it_sleeps() {
+        let t0 = thread_cpu_time();
+        let wall = std::time::Instant::now();
+        while wall.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::black_box(0u64);
+        }
+        let t1 = thread_cpu_time();
+        // at least some of 20 ms spinning (a loaded machine may hold the thread back)
+        assert!(t1 > t0, "{t0:?} -> {t1:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let t2 = thread_cpu_time();
+        assert!(
+            t2 - t1 < std::time::Duration::from_millis(40),
+            "{t1:?} -> {t2:?}"
+        );
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant as StdInstant};
 use anyhow::{Context, Result, bail};
 use rdmacam_io::gso::{GSO_MAX_SEGMENTS, TX_BATCH};
 use rdmacam_io::roce::{RecvBatch, RoceSocket};
+use rdmacam_io::sched::thread_cpu_time;
 use rdmacam_protocol::device::faults::FaultKind;
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
@@ -24,6 +25,7 @@ use super::gvsp_tx::GvspBatch;
 use super::idle::{BUSY_POLL, SpinBackoff};
 use super::log::{log_event, log_failure, log_rc};
 use super::roce_tx::{send_segmented, send_with_faults};
+use super::share::CpuShare;
 use super::sockets::{control_socket, discovery_sockets};
 use super::summary::{CameraSummary, device_summary};
 use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, new_camera_with};
@@ -82,6 +84,7 @@ pub(super) struct CameraLoop {
     tx: Vec<u8>,
     busy_poll: Duration,
     spin: SpinBackoff,
+    share: CpuShare,
     last_busy: StdInstant,
     /// What the last idle wait found readable, so the next turn need not ask again.
     ready: Option<Ready>,
@@ -194,6 +197,7 @@ impl CameraLoop {
             },
             busy_poll: opts.busy_poll.unwrap_or(BUSY_POLL),
             gvsp: GvspBatch::new(opts.gvsp_gso),
+            share: CpuShare::new(opts.share_cpu, StdInstant::now(), thread_cpu_time()),
             opts,
             cfg,
             control,
@@ -568,6 +572,7 @@ impl CameraLoop {
                 now,
                 &mut r.gso_batch,
                 &mut r.tx[0][..],
+                &mut self.share,
             );
         } else if packet_faults {
             // faults on demand: each packet on its own
@@ -589,7 +594,7 @@ impl CameraLoop {
                 warn!("RoCEv2 send failed: {e}");
             }
         } else {
-            busy |= send_batches(&mut self.cam, r, now);
+            busy |= send_batches(&mut self.cam, r, now, &mut self.share);
         }
         busy
     }
@@ -770,6 +775,13 @@ impl CameraLoop {
         if live {
             log_rc(&self.cam);
         }
+        if self.share.yields > 0 {
+            info!(
+                yields = self.share.yields,
+                long_yields = self.share.long_yields,
+                "CPU shared between sends"
+            );
+        }
         info!(
             frame_triggers_missed = missed,
             events_sent = ev.sent,
@@ -867,7 +879,12 @@ fn boot(opts: &RunOptions, cfg: &DeviceConfig, faults: &FaultEngine, camera_tx: 
 }
 
 /// Up to 1024 packets, handed to the kernel [`TX_BATCH`] at a time (`sendmmsg`), copied.
-fn send_batches(cam: &mut CameraCore, r: &mut RoceLink, now: impl Fn() -> Instant) -> bool {
+fn send_batches(
+    cam: &mut CameraCore,
+    r: &mut RoceLink,
+    now: impl Fn() -> Instant,
+    share: &mut CpuShare,
+) -> bool {
     let mut busy = false;
     for _ in 0..1024 / TX_BATCH {
         let mut k = 0;
@@ -885,6 +902,7 @@ fn send_batches(cam: &mut CameraCore, r: &mut RoceLink, now: impl Fn() -> Instan
         if let Err(e) = r.socket.send_many((0..k).map(|i| &r.tx[i][..r.tx_len[i]])) {
             warn!("RoCEv2 send failed: {e}");
         }
+        share.between_sends();
         if k < TX_BATCH {
             break;
         }

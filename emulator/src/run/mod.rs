@@ -15,6 +15,7 @@ mod gvsp_tx;
 mod idle;
 mod log;
 mod roce_tx;
+mod share;
 mod sockets;
 mod summary;
 
@@ -81,6 +82,10 @@ pub struct RunOptions {
     /// core). `None` = [`BUSY_POLL`] for a camera alone in its process, 0 when several share
     /// it (they would spin against each other).
     pub busy_poll: Option<Duration>,
+    /// Between two RoCEv2 sends, give the CPU to a thread waiting on it while the camera has
+    /// time to spare (it slept half the last 10 ms): a host on the same machine, woken onto the
+    /// camera's CPU, reads each GSO run as it arrives instead of after the burst (`CpuShare`).
+    pub share_cpu: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
     /// Replay these images instead of the synthetic patterns (`--images`).
@@ -117,6 +122,7 @@ impl RunOptions {
             gvsp_gso: false,
             data_mover: false,
             busy_poll: None,
+            share_cpu: true,
             latency_log: None,
             images: None,
             trigger_hz: None,

@@ -7,6 +7,7 @@ use rdmacam_io::roce::RoceSocket;
 use rdmacam_protocol::rc::{Instant, TxPacket};
 use tracing::warn;
 
+use super::share::CpuShare;
 use crate::camera::{CameraCore, Tx};
 
 /// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
@@ -21,34 +22,37 @@ pub(super) fn send_segmented(
     now: impl Fn() -> Instant,
     batch: &mut Vec<TxPacket>,
     scratch: &mut [u8],
+    share: &mut CpuShare,
 ) -> bool {
-    let flush = |cam: &CameraCore, r: &mut RoceSocket, batch: &mut Vec<TxPacket>| {
-        // the pieces of each packet, on the stack: no allocation per send
-        let none = Gather {
-            header: &[],
-            payload: &[],
-            trailer: &[],
-        };
-        let mut segs = [none; GSO_MAX_SEGMENTS];
-        for (g, p) in segs.iter_mut().zip(batch.iter()) {
-            *g = Gather {
-                header: p.header(),
-                payload: cam.payload(p),
-                trailer: p.trailer(),
+    let flush =
+        |cam: &CameraCore, r: &mut RoceSocket, batch: &mut Vec<TxPacket>, share: &mut CpuShare| {
+            // the pieces of each packet, on the stack: no allocation per send
+            let none = Gather {
+                header: &[],
+                payload: &[],
+                trailer: &[],
             };
-        }
-        if let Err(e) = r.send_gso(&segs[..batch.len()]) {
-            warn!("RoCEv2 send failed: {e}");
-        }
-        batch.clear();
-    };
+            let mut segs = [none; GSO_MAX_SEGMENTS];
+            for (g, p) in segs.iter_mut().zip(batch.iter()) {
+                *g = Gather {
+                    header: p.header(),
+                    payload: cam.payload(p),
+                    trailer: p.trailer(),
+                };
+            }
+            if let Err(e) = r.send_gso(&segs[..batch.len()]) {
+                warn!("RoCEv2 send failed: {e}");
+            }
+            batch.clear();
+            share.between_sends();
+        };
     let mut sent = 0;
     while sent < 1024 {
         if let Some(first) = batch.first()
             && batch.len() >= gso_segments(first.udp_len())
         {
             // full: send before sealing the next packet, whose ICRC covers its place in the run
-            flush(cam, r, batch);
+            flush(cam, r, batch, share);
         }
         let ident = batch.len() as u16;
         let Some(tx) = cam.poll_packet(now(), ident, scratch) else {
@@ -71,7 +75,7 @@ pub(super) fn send_segmented(
         if let Some(first) = batch.first()
             && p.udp_len() > first.udp_len()
         {
-            flush(cam, r, batch);
+            flush(cam, r, batch, share);
             if let Err(e) = p.set_ipv4_ident(0, cam.payload(&p)) {
                 warn!("cannot reseal a packet: {e:?}");
             }
@@ -79,11 +83,11 @@ pub(super) fn send_segmented(
         let shorter = batch.first().is_some_and(|f| p.udp_len() < f.udp_len());
         batch.push(p);
         if shorter {
-            flush(cam, r, batch);
+            flush(cam, r, batch, share);
         }
     }
     if !batch.is_empty() {
-        flush(cam, r, batch);
+        flush(cam, r, batch, share);
     }
     sent > 0
 }

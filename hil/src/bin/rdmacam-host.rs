@@ -103,10 +103,11 @@ struct Args {
     #[arg(long = "inject-fault", value_name = "N:KIND[:AMOUNT]")]
     inject: Vec<rdmacam_hil::run::Injection>,
     /// Receive at nice -10, as aravis's `arv-camera-test --high-priority` runs its stream
-    /// thread: woken by a packet on a CPU something busy holds (a camera on the same machine),
-    /// the host preempts it instead of waiting out its time slice (100 fps over loopback:
-    /// TRAILER latency p99 ~250 us -> ~70 us). Needs CAP_SYS_NICE or an RLIMIT_NICE that
-    /// allows it; otherwise a warning, and the default priority.
+    /// thread: woken by a packet on a CPU something busy holds, the host preempts it instead
+    /// of waiting out its time slice (a camera on the same machine that keeps its CPU,
+    /// `rdmacam run --no-share-cpu`, at 100 fps over loopback: TRAILER latency p99 ~250 us ->
+    /// ~70 us). Needs CAP_SYS_NICE or an RLIMIT_NICE that allows it; otherwise a warning, and
+    /// the default priority.
     #[arg(long)]
     high_priority: bool,
 }
