@@ -23,7 +23,9 @@ Sections (all by default):
            flat out (--fps 1000), the camera at its default link speed (a 10G NIC), from both
            sides' --latency-log on CLOCK_MONOTONIC; also split at the kernel's receive time;
            and the same with camera and host pinned to different CPUs (*_pinned: taskset), as
-           on two machines, where the scheduler cannot put them on one CPU
+           on two machines, where the scheduler cannot put them on one CPU; the median of at
+           least LATENCY_RUNS runs each (one build's p99 scatters 21-460 us between runs at
+           1000 fps on this VM: three runs could not tell two builds apart)
   goodput  rdmacam demo, 300 frames at 0, 1 and 5 % loss (both directions), seeds 1-8
            interleaved: the lossy medians as ratios of the lossless one (100 frames and seeds
            1-5 until 2026-11-26: a 100-frame run at 1 % lasts 0.2 s, much of it the window's
@@ -96,6 +98,8 @@ def stop(p):
 
 # the sender section's frame rate: flat out (see the docstring)
 SENDER_FPS = 10000
+# the fewest runs of each latency figure (see the docstring)
+LATENCY_RUNS = 8
 
 
 def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), link=100000,
@@ -198,7 +202,7 @@ class Sitting:
                                (100, "latency_p99_us_100fps_pinned", True),
                                (1000, "latency_p99_us_flat_pinned", True)]:
             p99 = {s: [] for s, _ in self.builds}
-            for k in range(self.runs):
+            for k in range(max(self.runs, LATENCY_RUNS)):
                 for s, b in self.turns(k):
                     with tempfile.TemporaryDirectory() as d:
                         cam_log, host_log = f"{d}/cam.csv", f"{d}/host.csv"
