@@ -19,13 +19,7 @@ use rdmacam_io::roce::RoceSocket;
 const DATAGRAM: usize = 4112;
 
 fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    rdmacam_io::sched::thread_cpu_time().as_secs_f64()
 }
 
 /// Drain UDP datagrams on `port` until none came for a second; print what arrived and the rate

@@ -18,24 +18,21 @@ pub fn set_thread_nice(nice: i32) -> std::io::Result<()> {
 /// Give the CPU to another thread runnable on it, if one waits (`sched_yield`): the caller runs
 /// on when it is picked again. With none waiting it returns at once.
 pub fn yield_cpu() {
-    // SAFETY: sched_yield takes no arguments and cannot fail on Linux
-    unsafe { libc::sched_yield() };
+    // it cannot fail on Linux
+    let _ = nix::sched::sched_yield();
 }
 
 /// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`): one system call.
 pub fn thread_cpu_time() -> std::time::Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write; this clock exists on every Linux
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    use nix::time::{ClockId, clock_gettime};
+    // this clock exists on every Linux
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(std::time::Duration::ZERO, Into::into)
 }
 
 /// The calling thread's nice value.
 pub fn thread_nice() -> i32 {
-    // SAFETY: as above; -1 is a valid nice value, so errno is not consulted (who 0 exists)
+    // SAFETY: getpriority takes plain integers; -1 is a valid nice value, so errno is not
+    // consulted (who 0, the calling thread, exists)
     unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
 }
 
