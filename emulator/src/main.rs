@@ -203,9 +203,10 @@ struct RunArgs {
     #[arg(long, value_name = "US")]
     busy_poll_us: Option<u32>,
     /// Never give the CPU away between RoCEv2 sends. By default a camera with time to spare
-    /// (asleep half of the last 10 ms) lets a thread waiting on its CPU run between two GSO
-    /// runs: a host on the same machine, woken onto the camera's CPU, then reads each run as it
-    /// arrives (100 fps over loopback: frame latency p99 ~250 -> ~35 us).
+    /// (its thread used at most a quarter of a CPU over the last 10 ms) lets a thread waiting
+    /// on its CPU run between two GSO runs: a host on the same machine, woken onto the camera's
+    /// CPU, then reads each run as it arrives (100 fps over loopback: frame latency p99 ~250 ->
+    /// ~35 us).
     #[arg(long)]
     no_share_cpu: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) to FILE as CSV;

@@ -83,8 +83,9 @@ pub struct RunOptions {
     /// it (they would spin against each other).
     pub busy_poll: Option<Duration>,
     /// Between two RoCEv2 sends, give the CPU to a thread waiting on it while the camera has
-    /// time to spare (it slept half the last 10 ms): a host on the same machine, woken onto the
-    /// camera's CPU, reads each GSO run as it arrives instead of after the burst (`CpuShare`).
+    /// time to spare (its thread used at most a quarter of a CPU over the last 10 ms): a host on
+    /// the same machine, woken onto the camera's CPU, reads each GSO run as it arrives instead
+    /// of after the burst (`CpuShare`).
     pub share_cpu: bool,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
