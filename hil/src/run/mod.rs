@@ -259,6 +259,7 @@ fn add(total: Option<Summary>, s: Summary, reconnects: u32, frames: Option<u64>)
         retransmitted_packets: t.retransmitted_packets + s.retransmitted_packets,
         gbit_per_s: bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
         seconds,
+        cpu_seconds: t.cpu_seconds + s.cpu_seconds,
         frames_with_chunks: t.frames_with_chunks + s.frames_with_chunks,
         reconnects,
         host_roce: t.host_roce.sum(s.host_roce),

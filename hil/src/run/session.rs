@@ -94,6 +94,8 @@ struct Session<'a> {
     cm: Option<CmConn>,
     /// When acquisition started.
     start: StdInstant,
+    /// This thread's CPU time then.
+    cpu_start: Duration,
 }
 
 impl<'a> Session<'a> {
@@ -112,6 +114,7 @@ impl<'a> Session<'a> {
             pmtu,
             cm: None,
             start: StdInstant::now(),
+            cpu_start: rdmacam_io::sched::thread_cpu_time(),
         })
     }
 
@@ -234,6 +237,7 @@ impl<'a> Session<'a> {
         }
         self.gvcp.write(regs::ACQUISITION_COMMAND, command::START)?;
         self.start = StdInstant::now();
+        self.cpu_start = rdmacam_io::sched::thread_cpu_time();
         Ok(())
     }
 
@@ -377,6 +381,7 @@ impl<'a> Session<'a> {
     /// Settle the last ACKs, disconnect, give control back, write the latency log, summarise.
     fn finish(mut self) -> Result<Summary> {
         let seconds = self.seconds();
+        let cpu_seconds = (rdmacam_io::sched::thread_cpu_time() - self.cpu_start).as_secs_f64();
         for _ in 0..20 {
             self.plane.pump()?;
             std::thread::sleep(Duration::from_millis(1));
@@ -399,12 +404,15 @@ impl<'a> Session<'a> {
         }
         let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
         let dropped = u64::from(camera_dropped).max(s.dropped);
-        Ok(self.summary(
-            self.o.frames.unwrap_or(last_block),
-            dropped,
-            retransmitted,
-            seconds,
-        ))
+        Ok(Summary {
+            cpu_seconds,
+            ..self.summary(
+                self.o.frames.unwrap_or(last_block),
+                dropped,
+                retransmitted,
+                seconds,
+            )
+        })
     }
 
     /// Seconds since acquisition started.
@@ -424,6 +432,7 @@ impl<'a> Session<'a> {
             retransmitted_packets: u64::from(retransmitted),
             gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
             seconds,
+            cpu_seconds: (rdmacam_io::sched::thread_cpu_time() - self.cpu_start).as_secs_f64(),
             frames_with_chunks: s.chunk_frames,
             reconnects: 0,
             host_roce: self.plane.host_roce(),
