@@ -21,6 +21,7 @@ pub mod images;
 pub mod poll;
 pub mod roce;
 pub mod sched;
+pub mod share;
 pub mod sockopt;
 #[cfg(feature = "verbs")]
 pub mod verbs;

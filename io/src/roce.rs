@@ -195,7 +195,7 @@ impl std::fmt::Debug for RoceSocket {
     }
 }
 
-/// The receiving socket, for [`wait_readable`].
+/// The receiving socket, for [`wait_readable`](crate::poll::wait_readable).
 impl AsFd for RoceSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.rx.as_fd()

@@ -25,11 +25,11 @@ use super::gvsp_tx::GvspBatch;
 use super::idle::{BUSY_POLL, SpinBackoff};
 use super::log::{log_event, log_failure, log_rc};
 use super::roce_tx::{send_segmented, send_with_faults};
-use super::share::CpuShare;
 use super::sockets::{control_socket, discovery_sockets};
 use super::summary::{CameraSummary, device_summary};
 use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, new_camera_with};
 use crate::fault::FaultEngine;
+use rdmacam_io::share::CpuShare;
 
 /// The longest an idle camera sleeps without a timer due: how soon it sees the stop flag
 /// (Ctrl-C, another camera of the rig failing).
@@ -775,10 +775,10 @@ impl CameraLoop {
         if live {
             log_rc(&self.cam);
         }
-        if self.share.yields > 0 {
+        if self.share.pause.yields > 0 {
             info!(
-                yields = self.share.yields,
-                long_yields = self.share.long_yields,
+                yields = self.share.pause.yields,
+                long_yields = self.share.pause.long_yields,
                 "CPU shared between sends"
             );
         }
@@ -902,7 +902,7 @@ fn send_batches(
         if let Err(e) = r.socket.send_many((0..k).map(|i| &r.tx[i][..r.tx_len[i]])) {
             warn!("RoCEv2 send failed: {e}");
         }
-        share.between_sends();
+        share.yield_if_due();
         if k < TX_BATCH {
             break;
         }

@@ -15,7 +15,6 @@ mod gvsp_tx;
 mod idle;
 mod log;
 mod roce_tx;
-mod share;
 mod sockets;
 mod summary;
 

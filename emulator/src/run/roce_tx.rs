@@ -7,8 +7,8 @@ use rdmacam_io::roce::RoceSocket;
 use rdmacam_protocol::rc::{Instant, TxPacket};
 use tracing::warn;
 
-use super::share::CpuShare;
 use crate::camera::{CameraCore, Tx};
+use rdmacam_io::share::CpuShare;
 
 /// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
 /// identification of its place in the current send (the kernel numbers GSO segments 0, 1, 2,
@@ -44,7 +44,7 @@ pub(super) fn send_segmented(
                 warn!("RoCEv2 send failed: {e}");
             }
             batch.clear();
-            share.between_sends();
+            share.yield_if_due();
         };
     let mut sent = 0;
     while sent < 1024 {
