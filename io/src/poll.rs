@@ -22,6 +22,27 @@ pub fn busy_poll(fd: BorrowedFd<'_>, limit: Duration) -> std::io::Result<bool> {
     Ok(false)
 }
 
+/// [`busy_poll`] that offers its CPU between looks to a thread waiting for it when `share`
+/// says the caller has time to spare ([`CpuShare`](crate::share::CpuShare): a quarter of a CPU
+/// or less, no long yield lately). A receiver that polls on the CPU its sender was woken onto
+/// holds off the very packets it waits for: on a small machine whose scheduler put the camera
+/// and the host on one CPU, the soft host's polls for a frame's TRAILER did (at 100 fps over
+/// loopback TRAILER latency p99 ~35-50 us, ~20 when it yields; docs/BENCHMARKS.md).
+pub fn busy_poll_sharing(
+    fd: BorrowedFd<'_>,
+    limit: Duration,
+    share: &mut crate::share::CpuShare,
+) -> std::io::Result<bool> {
+    let t = StdInstant::now();
+    while t.elapsed() < limit {
+        if wait_readable([fd], Duration::ZERO)? {
+            return Ok(true);
+        }
+        share.yield_if_due();
+    }
+    Ok(false)
+}
+
 /// Block until one of `fds` has something to read or `timeout` passes; true if one has.
 /// `ppoll`, so the timeout has microsecond resolution: an idle loop that waits here wakes
 /// when an ACK or a command arrives, where a fixed sleep would add its whole length (and a
@@ -74,5 +95,24 @@ mod tests {
         let mut b = [0u8; 8];
         assert_eq!(rx.recv(&mut b).unwrap(), 3);
         assert_eq!(readable(fds, Duration::ZERO).unwrap(), [false, false]);
+    }
+
+    #[test]
+    fn a_sharing_busy_poll_finds_a_datagram_sent_from_another_thread_and_yields_meanwhile() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut share = crate::share::CpuShare::new(true, StdInstant::now(), Duration::ZERO);
+        assert!(!busy_poll_sharing(rx.as_fd(), Duration::from_micros(300), &mut share).unwrap());
+        assert!(share.pause.yields > 0, "it offered its CPU between looks");
+        let to = rx.local_addr().unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .send_to(b"data", to)
+                .unwrap();
+        });
+        // the sender may need this thread's CPU to send at all
+        assert!(busy_poll_sharing(rx.as_fd(), Duration::from_secs(30), &mut share).unwrap());
+        sender.join().unwrap();
     }
 }

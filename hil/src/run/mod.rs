@@ -67,13 +67,19 @@ pub struct HostOptions {
     pub reconnects: u32,
     /// Faults to ask the camera for (FaultInject) once so many frames arrived.
     pub inject: Vec<Injection>,
+    /// The soft host's polls for packets offer its CPU to a thread waiting there between
+    /// looks (a camera on the same CPU that the host would hold off) while the host used at
+    /// most a quarter of a CPU lately, pausing after a yield that kept it away 1 ms or more
+    /// (`rdmacam_io::share::CpuShare`); `rdmacam-host --no-share-cpu` turns it off.
+    pub share_cpu: bool,
 }
 
 impl HostOptions {
     /// The soft host at `local` streaming `frames` frames from the camera at `camera` on the
     /// standard ports (GVCP 3956, RoCEv2 4791 both ways) into 16 buffers, at the camera's frame
     /// rate, with the register exchange, checking the synthetic pattern (seed 1); nothing lost on
-    /// purpose, no progress line, no chunks, no reconnection, no faults, no logs. Callers change
+    /// purpose, no progress line, no chunks, no reconnection, no faults, no logs, polls that
+    /// share the CPU. Callers change
     /// what they need with struct update syntax.
     pub fn new(camera: Ipv4Addr, local: Ipv4Addr, frames: u64) -> Self {
         HostOptions {
@@ -98,6 +104,7 @@ impl HostOptions {
             images: None,
             reconnects: 0,
             inject: Vec::new(),
+            share_cpu: true,
         }
     }
 }

@@ -132,6 +132,8 @@ pub(super) struct SoftPlane {
     lossy: Option<StdInstant>,
     /// Gaps and repeats counted so far (the responder's out-of-sequence and duplicate counts).
     irregular: u64,
+    /// When busy polls offer the CPU between looks (`HostOptions::share_cpu`).
+    share: rdmacam_io::share::CpuShare,
 }
 
 /// While packets are flowing (the last one moved less than
@@ -215,6 +217,11 @@ impl Plane {
                     active: StdInstant::now(),
                     lossy: None,
                     irregular: 0,
+                    share: rdmacam_io::share::CpuShare::new(
+                        o.share_cpu,
+                        StdInstant::now(),
+                        rdmacam_io::sched::thread_cpu_time(),
+                    ),
                 }));
                 Ok((plane, camera.pmtu.min(Pmtu::Mtu4096)))
             }
@@ -318,7 +325,7 @@ impl Plane {
                 if p.active.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
                     && (p.lossy.is_some_and(|t| t.elapsed() < LOSSY_FOR)
                         || p.host.trailer_due(TRAILER_SOON))
-                    && rdmacam_io::poll::busy_poll(p.roce.as_fd(), BUSY_POLL)?
+                    && rdmacam_io::poll::busy_poll_sharing(p.roce.as_fd(), BUSY_POLL, &mut p.share)?
                 {
                     return Ok(());
                 }
