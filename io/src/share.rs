@@ -13,7 +13,7 @@
 //! the peer the CPU and the two then run one after the other on it instead of side by side),
 //! and a thread beside it that never sleeps (a busy loop, which takes a whole scheduler slice
 //! each time). So a thread yields only while it used at most a quarter of a CPU over the last
-//! [`WINDOW`] (the camera at 100 fps of 1920x1080 ~10 %, the host ~11 %; at 1000 fps, beside
+//! [`WINDOW`] (the camera at 100 fps of 1920x1080 ~10 %, the host ~12 %; at 1000 fps, beside
 //! a busy loop or not, the camera ~60 % and the host ~70 %), and a yield that kept it away
 //! [`LONG_AWAY`] or more stops the yielding for a while ([`YieldPause`]).
 
@@ -34,9 +34,10 @@ pub const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// After this long without a long yield, the next one pauses [`FIRST_PAUSE`] again.
 pub const QUIET: Duration = Duration::from_secs(2);
 
-/// Yields of the CPU to a peer on the same machine ([`crate::sched::yield_cpu`]), stopped for a while after
-/// one that kept the caller away [`LONG_AWAY`] or more: [`FIRST_PAUSE`], twice as long after
-/// each next one up to [`MAX_PAUSE`], from the first again once [`QUIET`] passed without one.
+/// Yields of the CPU to a peer on the same machine ([`crate::sched::yield_cpu`]), stopped for
+/// a while after one that kept the caller away [`LONG_AWAY`] or more: [`FIRST_PAUSE`], twice
+/// as long after each next one up to [`MAX_PAUSE`], from the first again once [`QUIET`]
+/// passed without one.
 /// A yield helps when the thread waiting on the caller's CPU is the peer (the camera and the
 /// host on one CPU, each one's packets waking the other there) and costs a scheduler slice
 /// when it is a thread that never sleeps (a busy loop).
@@ -110,7 +111,7 @@ pub struct CpuShare {
     window_start: Instant,
     /// The thread's CPU time when the window started.
     cpu_at_start: Duration,
-    /// Whether the thread used at most a quarter of the last whole window (at first: a camera
+    /// Whether the thread used at most a quarter of the last whole window (at first: a thread
     /// that just started had nothing to do).
     spare: bool,
     /// The yields made, and their pause after a long one.
