@@ -96,8 +96,8 @@ def host(bindir, frames, args=(), ip="127.0.0.1", prefix=()):
 
 
 def host_stream_cpu(j):
-    """The host's CPU seconds over the stream: its JSON's cpu_seconds (builds before
-    2026-11-26 06:40 report none: the whole process's then)."""
+    """The host's CPU seconds over the stream: its JSON's cpu_seconds (builds before f3a3b17
+    report none: the whole process's then)."""
     return j.get("cpu_seconds", j["host_cpu_s"])
 
 
