@@ -231,7 +231,7 @@ mod tests {
         // the host read one GSO run
         s.pause.away(30 * US, at);
         assert!(s.due(at + 31 * US, idle));
-        // a busy loop kept a scheduler slice (the pauses' growth: io::sched's tests)
+        // a busy loop kept a scheduler slice (how the pauses grow: the test above)
         s.pause.away(3 * MS, at);
         assert!(!s.due(at + 3 * MS + FIRST_PAUSE - US, idle));
         assert!(s.due(at + 3 * MS + FIRST_PAUSE, idle));

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use rdmacam_io::gso::{GSO_MAX_SEGMENTS, TX_BATCH};
 use rdmacam_io::roce::{RecvBatch, RoceSocket};
 use rdmacam_io::sched::thread_cpu_time;
+use rdmacam_io::share::CpuShare;
 use rdmacam_protocol::device::faults::FaultKind;
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
@@ -29,7 +30,6 @@ use super::sockets::{control_socket, discovery_sockets};
 use super::summary::{CameraSummary, device_summary};
 use crate::camera::{CameraCore, EmuSource, ImageSource, RocePorts, new_camera_with};
 use crate::fault::FaultEngine;
-use rdmacam_io::share::CpuShare;
 
 /// The longest an idle camera sleeps without a timer due: how soon it sees the stop flag
 /// (Ctrl-C, another camera of the rig failing).

@@ -4,11 +4,11 @@
 
 use rdmacam_io::gso::{GSO_MAX_SEGMENTS, Gather, gso_segments};
 use rdmacam_io::roce::RoceSocket;
+use rdmacam_io::share::CpuShare;
 use rdmacam_protocol::rc::{Instant, TxPacket};
 use tracing::warn;
 
 use crate::camera::{CameraCore, Tx};
-use rdmacam_io::share::CpuShare;
 
 /// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
 /// identification of its place in the current send (the kernel numbers GSO segments 0, 1, 2,

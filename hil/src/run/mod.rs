@@ -79,8 +79,7 @@ impl HostOptions {
     /// standard ports (GVCP 3956, RoCEv2 4791 both ways) into 16 buffers, at the camera's frame
     /// rate, with the register exchange, checking the synthetic pattern (seed 1); nothing lost on
     /// purpose, no progress line, no chunks, no reconnection, no faults, no logs, polls that
-    /// share the CPU. Callers change
-    /// what they need with struct update syntax.
+    /// share the CPU. Callers change what they need with struct update syntax.
     pub fn new(camera: Ipv4Addr, local: Ipv4Addr, frames: u64) -> Self {
         HostOptions {
             camera,

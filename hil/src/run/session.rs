@@ -255,7 +255,7 @@ impl<'a> Session<'a> {
                 self.o.frames.unwrap_or(0),
                 dropped,
                 retransmitted,
-                self.seconds(),
+                self.since_start(),
             );
             return Err(anyhow::Error::new(StreamFailed { summary, cause }));
         }
@@ -380,8 +380,7 @@ impl<'a> Session<'a> {
 
     /// Settle the last ACKs, disconnect, give control back, write the latency log, summarise.
     fn finish(mut self) -> Result<Summary> {
-        let seconds = self.seconds();
-        let cpu_seconds = (rdmacam_io::sched::thread_cpu_time() - self.cpu_start).as_secs_f64();
+        let span = self.since_start();
         for _ in 0..20 {
             self.plane.pump()?;
             std::thread::sleep(Duration::from_millis(1));
@@ -404,24 +403,29 @@ impl<'a> Session<'a> {
         }
         let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
         let dropped = u64::from(camera_dropped).max(s.dropped);
-        Ok(Summary {
-            cpu_seconds,
-            ..self.summary(
-                self.o.frames.unwrap_or(last_block),
-                dropped,
-                retransmitted,
-                seconds,
-            )
-        })
+        Ok(self.summary(
+            self.o.frames.unwrap_or(last_block),
+            dropped,
+            retransmitted,
+            span,
+        ))
     }
 
-    /// Seconds since acquisition started.
-    fn seconds(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+    /// Seconds since acquisition started: wall time, and this thread's CPU time.
+    fn since_start(&self) -> (f64, f64) {
+        let cpu = rdmacam_io::sched::thread_cpu_time().saturating_sub(self.cpu_start);
+        (self.start.elapsed().as_secs_f64(), cpu.as_secs_f64())
     }
 
-    /// What arrived, for the summary: the host's counts, the camera's retransmissions.
-    fn summary(&self, expected: u64, dropped: u64, retransmitted: u32, seconds: f64) -> Summary {
+    /// What arrived, for the summary: the host's counts, the camera's retransmissions, over
+    /// `(seconds, cpu_seconds)` ([`since_start`](Self::since_start)).
+    fn summary(
+        &self,
+        expected: u64,
+        dropped: u64,
+        retransmitted: u32,
+        (seconds, cpu_seconds): (f64, f64),
+    ) -> Summary {
         let s = self.plane.stats();
         Summary {
             frames_expected: expected,
@@ -432,7 +436,7 @@ impl<'a> Session<'a> {
             retransmitted_packets: u64::from(retransmitted),
             gbit_per_s: s.bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9,
             seconds,
-            cpu_seconds: (rdmacam_io::sched::thread_cpu_time() - self.cpu_start).as_secs_f64(),
+            cpu_seconds,
             frames_with_chunks: s.chunk_frames,
             reconnects: 0,
             host_roce: self.plane.host_roce(),
