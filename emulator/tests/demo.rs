@@ -51,6 +51,13 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
         (Some(60), Some(60), Some(0))
     );
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480));
+    // the receiving thread's CPU over the stream, as the kernel counts it: some, and no more
+    // than the stream's wall time (one thread)
+    let (cpu, wall) = (s["cpu_seconds"].as_f64(), s["seconds"].as_f64());
+    assert!(
+        cpu.zip(wall).is_some_and(|(c, w)| c > 0.0 && c <= w + 0.01),
+        "cpu_seconds {cpu:?} over {wall:?} s: {s}"
+    );
     assert!(
         text.lines()
             .next()
