@@ -136,24 +136,21 @@ pub(super) struct SoftPlane {
     share: rdmacam_io::share::CpuShare,
 }
 
-/// While packets are flowing (the last one moved less than
-/// [`BUSY_POLL_WHILE`](rdmacam_io::poll::BUSY_POLL_WHILE) ago) and a frame's TRAILER is due
-/// ([`TRAILER_SOON`]), the soft host polls its socket for up to this long before it sleeps
-/// ([`busy_poll_sharing`](rdmacam_io::poll::busy_poll_sharing)); on a link that lost packets
-/// lately ([`LOSSY_FOR`]), for [`LOSSY_POLL`]. There a sleeping receiver makes the sender pay
-/// a wake-up for nearly every packet (the loopback path runs in the sender's system call): at 1 %
-/// and 5 % loss, where the camera's window is small and the host often catches up, that cost the
-/// demo a fifth to a third of its goodput (docs/BENCHMARKS.md). Polling for longer (200 us
-/// through a whole frame) cost frame latency instead: on a small machine the camera wakes the
+/// While packets are flowing and a frame's TRAILER is due ([`TRAILER_SOON`]), the soft host
+/// polls its socket for up to this long before it sleeps ([`poll_limit`]). Polling for longer
+/// (200 us through a whole frame) cost frame latency: on a small machine the camera wakes the
 /// host onto its own CPU, and two pollers there take turns of a scheduler slice while the other
 /// CPU idles.
-const BUSY_POLL: Duration = Duration::from_micros(20);
+const TRAILER_POLL: Duration = Duration::from_micros(20);
 
-/// How long the soft host polls on a link that lost packets lately ([`LOSSY_FOR`]), instead of
-/// [`BUSY_POLL`]. After a loss the camera's window is small, and its next packets (what a NAK
-/// asked for again, or what an ACK let go) come one round trip after the host answered. That
-/// round trip was often longer than 20 us, and a host asleep by then woke late for each
-/// answer. Since a polling host gives its CPU away while it has time to spare
+/// How long the soft host polls while packets flow on a link that lost packets lately
+/// ([`LOSSY_FOR`]). There a sleeping receiver makes the sender pay a wake-up for nearly every
+/// packet (the loopback path runs in the sender's system call): at 1 % and 5 % loss, where the
+/// camera's window is small and the host often catches up, sleeping at once cost the demo a
+/// fifth to a third of its goodput (docs/BENCHMARKS.md). After a loss the camera's next
+/// packets (what a NAK asked for again, or what an ACK let go) come one round trip after the
+/// host answered. That round trip was often longer than 20 us, and a host asleep by then woke
+/// late for each answer. Since a polling host gives its CPU away while it has time to spare
 /// ([`CpuShare`](rdmacam_io::share::CpuShare)), polling longer no longer holds off a camera on
 /// its CPU. In the demo, ten randomized pairs each against 20 us: goodput x1.11 at 5 % loss,
 /// x1.21 at 20 % (five pairs), x1.04 at 1 %; 100 us gave only x1.03 at 5 %
@@ -172,6 +169,22 @@ const LOSSY_FOR: Duration = Duration::from_millis(100);
 /// latency p99 34-42 us in five of six against 35-149, median 39 against 63;
 /// docs/BENCHMARKS.md). It costs one short poll per frame.
 const TRAILER_SOON: usize = 64 * 1024;
+
+/// How long the soft host polls its socket before it sleeps, if at all: only while packets are
+/// `flowing` (the last one moved less than
+/// [`BUSY_POLL_WHILE`](rdmacam_io::poll::BUSY_POLL_WHILE) ago), [`LOSSY_POLL`] on a `lossy`
+/// link, else [`TRAILER_POLL`] when a frame's TRAILER is due (asked only then).
+fn poll_limit(flowing: bool, lossy: bool, trailer_due: impl FnOnce() -> bool) -> Option<Duration> {
+    if !flowing {
+        None
+    } else if lossy {
+        Some(LOSSY_POLL)
+    } else if trailer_due() {
+        Some(TRAILER_POLL)
+    } else {
+        None
+    }
+}
 
 /// The host's data plane: the soft host on a UDP socket, or a verbs QP.
 pub(super) enum Plane {
@@ -333,15 +346,11 @@ impl Plane {
     pub(super) fn wait(&mut self) -> Result<()> {
         match self {
             Plane::Soft(p) => {
-                let poll = if p.active.elapsed() >= rdmacam_io::poll::BUSY_POLL_WHILE {
-                    None
-                } else if p.lossy.is_some_and(|t| t.elapsed() < LOSSY_FOR) {
-                    Some(LOSSY_POLL)
-                } else if p.host.trailer_due(TRAILER_SOON) {
-                    Some(BUSY_POLL)
-                } else {
-                    None
-                };
+                let poll = poll_limit(
+                    p.active.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE,
+                    p.lossy.is_some_and(|t| t.elapsed() < LOSSY_FOR),
+                    || p.host.trailer_due(TRAILER_SOON),
+                );
                 if let Some(limit) = poll
                     && rdmacam_io::poll::busy_poll_sharing(p.roce.as_fd(), limit, &mut p.share)?
                 {
@@ -389,5 +398,28 @@ impl Plane {
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => v.pump(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_polls_while_packets_flow_longest_after_a_loss() {
+        let unasked = || -> bool { panic!("a lossy link polls whatever the TRAILER") };
+        assert_eq!(poll_limit(true, true, unasked), Some(LOSSY_POLL));
+        assert_eq!(poll_limit(true, false, || true), Some(TRAILER_POLL));
+        assert_eq!(
+            poll_limit(true, false, || false),
+            None,
+            "a clean link mid-frame sleeps"
+        );
+        assert_eq!(
+            poll_limit(false, true, || true),
+            None,
+            "nothing flowing: sleep"
+        );
+        assert!(LOSSY_POLL > TRAILER_POLL);
     }
 }
