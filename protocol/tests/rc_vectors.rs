@@ -187,7 +187,7 @@ fn a_timeout_alone_keeps_the_whole_floor() {
 fn a_probe_of_the_packet_a_go_back_sends_next_is_not_sent_twice() {
     let mut rq = acked_once();
     // 0x101 goes again, on a path that has now lost something (a loss probe is armed with it)
-    let late = unanswered_0x101(&mut rq);
+    let late = gone_back_0x101(&mut rq);
     assert_eq!(sent(&mut rq, late), [0x101]);
     // vector E: the responder still expects 0x101 (no progress, so the probe timer stands);
     // before the go-back is sent, the probe comes due
@@ -212,6 +212,20 @@ fn unanswered_0x101(rq: &mut Requester<4, 4>) -> Instant {
     rq.handle_timeout(late);
     assert_eq!(rq.counters().timeouts, 1);
     late
+}
+
+/// [`unanswered_0x101`], and the timer runs on until the requester stops taking the silence
+/// for a pause (two quiet waits: a path that lost nothing, nothing new to send) and goes back;
+/// returns when.
+fn gone_back_0x101(rq: &mut Requester<4, 4>) -> Instant {
+    let mut t = unanswered_0x101(rq);
+    assert!(sent(rq, t).is_empty(), "a quiet wait sends nothing");
+    while rq.counters().timeouts < 3 {
+        t = rq.poll_timeout().expect("the ACK timer runs");
+        rq.handle_timeout(t);
+    }
+    assert_eq!(rq.counters().quiet_waits, 2);
+    t
 }
 
 /// The PSNs `rq` sends at `now`, until it has nothing more to send.

@@ -39,6 +39,7 @@ pub(super) fn log_rc(cam: &CameraCore) {
             timeouts = rc.timeouts,
             spurious_timeouts = rc.spurious_timeouts,
             new_data_probes = rc.new_data_probes,
+            quiet_waits = rc.quiet_waits,
             tail_probes = rc.tail_probes,
             probe_gobacks = rc.probe_gobacks,
             window = rc.window,

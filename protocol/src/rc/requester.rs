@@ -200,6 +200,10 @@ pub struct RequesterCounters {
     /// ACK timeouts on a path that lost nothing lately answered by sending the next new packet
     /// instead of going back (a late peer then acknowledges everything; nothing is sent twice).
     pub new_data_probes: u64,
+    /// ACK timeouts on a path that lost nothing lately, with nothing new to send, answered by
+    /// waiting a doubled timeout instead of going back (a late peer then acknowledges the tail;
+    /// nothing is sent twice).
+    pub quiet_waits: u64,
     /// Work requests completed successfully.
     pub completed: u64,
     /// Work requests completed with an error.
@@ -369,10 +373,11 @@ fn recent(now: Instant, t: Instant) -> bool {
     now.0.saturating_sub(t.0) < LOSS_MEMORY.as_nanos() as u64
 }
 
-/// Timeouts in a row on a clean path answered by a new-data probe before one goes back: the
-/// timer doubles with each, so a go-back waits out 1 + 2 + 4 timeouts of silence (beside a
-/// busy loop, where a host thread waits up to a 4 ms tick for its core, a 60 s soak at 1000 fps
-/// went back 3 times with one probe, each time for a pause).
+/// Timeouts in a row on a clean path answered by a new-data probe, or with nothing new to send
+/// by waiting again, before one goes back: the timer doubles with each, so a go-back waits out
+/// 1 + 2 + 4 timeouts of silence (beside a busy loop, where a host thread waits up to a 4 ms
+/// tick for its core, a 60 s soak at 1000 fps went back 3 times with one probe, each time for
+/// a pause).
 const NEW_DATA_PROBES: u32 = 2;
 
 /// First transmissions whose send times are kept for round-trip samples (at least one per
@@ -410,8 +415,9 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// When to send a loss probe (the oldest unacknowledged packet again, ACK requested) if
     /// nothing was acknowledged and nothing new asked for an ACK by then.
     probe_at: Option<Instant>,
-    /// A new-data probe after a timeout on a clean path: when the packet that armed that timer
-    /// left (the answer's delay is a round trip to learn), until an ACK or NAK answers it.
+    /// A timeout on a clean path waited out (a new-data probe, or a quiet wait): when the packet
+    /// that armed that timer left (the answer's delay is a round trip to learn), until an ACK or
+    /// NAK answers it.
     probe_new: Option<Instant>,
     /// That probe is still to be sent (one packet beyond the window).
     probe_new_due: bool,
@@ -1078,7 +1084,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.fail_from(self.una, WcStatus::RetryExceeded);
             return;
         }
-        if self.probe_with_new_data(now) {
+        if self.wait_out_a_pause(now) {
             return;
         }
         let before = self.window.snapshot();
@@ -1100,27 +1106,33 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.probe_at = None;
     }
 
-    /// A timeout on a path that has lost nothing lately, with new data waiting: send the next new
-    /// packet (ACK requested) beyond the window instead of going back, as RACK-TLP (RFC 8985)
-    /// probes with new data. A peer that was only slow answers it with an ACK for everything,
-    /// and nothing was sent twice; a lost tail shows as a sequence NAK for the gap, or this
-    /// timer, doubled, fires again and goes back. Returns whether it probed.
-    fn probe_with_new_data(&mut self, now: Instant) -> bool {
-        let new_data =
-            psn_diff(self.sent_end, self.next_post_psn) < 0 && self.send_psn == self.sent_end;
+    /// A timeout on a path that has lost nothing lately is taken for a pause of the peer (a
+    /// host off its core), not a loss, [`NEW_DATA_PROBES`] times in a row before it goes back.
+    /// With new data waiting, the next new packet goes (ACK requested) beyond the window, as
+    /// RACK-TLP (RFC 8985) probes with new data: a peer that was only slow answers it with an
+    /// ACK for everything, and a lost tail shows as a sequence NAK for the gap. With nothing
+    /// new to send (a frame's last packets, the camera idle until the next frame), nothing
+    /// goes: the timer, doubled, waits again, and a lost tail draws a sequence NAK as soon as
+    /// the next frame's packets follow it. Either way the answer's delay is a round trip to
+    /// learn, and nothing was sent twice. Returns whether it waited.
+    fn wait_out_a_pause(&mut self, now: Instant) -> bool {
         if self.lossy(now)
-            || !new_data
             || self.backoff >= NEW_DATA_PROBES
             || self.rnr_until.is_some()
+            || self.send_psn != self.sent_end
         {
             return false;
         }
         let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
-        self.counters.new_data_probes += 1;
+        if psn_diff(self.sent_end, self.next_post_psn) < 0 {
+            self.counters.new_data_probes += 1;
+            self.probe_new_due = true;
+        } else {
+            self.counters.quiet_waits += 1;
+        }
         if self.probe_new.is_none() {
             self.probe_new = Some(armed_at);
         }
-        self.probe_new_due = true;
         self.backoff += 1;
         self.ack_deadline = self.deadline(now);
         self.probe_at = None;
