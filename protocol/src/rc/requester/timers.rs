@@ -1,0 +1,237 @@
+//! The requester's timers: the local ACK timeout (RTT-based, patient on a path that lost
+//! nothing lately, where it first takes silence for a pause), the window's reaction to a loss,
+//! and `retry_cnt`.
+
+use super::*;
+
+impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
+    /// A loss at `psn` was detected: cut the window (once per window of packets).
+    pub(super) fn on_loss(&mut self, now: Instant, psn: u32, timeout: bool) {
+        // the loss before this one, for telling a spurious timeout on a clean path
+        self.earlier_loss = self.loss_seen;
+        self.loss_seen = Some(now);
+        let nak_lately = self.nak_lately(now);
+        if !timeout {
+            self.nak_seen = Some(now);
+        }
+        if self.window.on_loss(psn, timeout, self.sent_end) {
+            self.counters.window_cuts += 1;
+        }
+        if timeout && !nak_lately {
+            // A timeout where the responder has reported no gap lately is as likely a pause
+            // (a host thread off its core) as a lost tail: go back one packet at a time, as
+            // TCP's retransmission timeout restarts from a loss window of one segment. A late
+            // ACK then finds one packet sent twice, not a window (the cut is undone as
+            // spurious); a real loss is resent as the window grows back from ACKs.
+            self.window.collapse();
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) or [`poll_transmit`](Self::poll_transmit)
+    /// next has something to do; `None` when only a received packet or a post can change that.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state != State::Ready {
+            return None;
+        }
+        let mut t = self.rate.poll_timeout();
+        let mut earliest = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        earliest(self.ack_deadline);
+        earliest(self.probe_at);
+        earliest(self.rnr_until);
+        if self.probe_psn.is_some() && self.rnr_until.is_none() {
+            earliest(Some(Instant::ZERO));
+        }
+        let can_send = psn_diff(self.send_psn, self.next_post_psn) < 0
+            && (self.unacked(self.send_psn) < self.window() || self.probe_new_due);
+        if can_send && self.rnr_until.is_none() {
+            earliest(Some(self.rate.next_send_time()));
+        }
+        t
+    }
+
+    /// Run timers: the local ACK timeout (go back to the oldest unacknowledged PSN, or fail the
+    /// request when `retry_cnt` is used up) and DCQCN's rate timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.rate.handle_timeout(now);
+        if self.state != State::Ready {
+            return;
+        }
+        if let Some(p) = self.probe_at
+            && now >= p
+        {
+            self.probe_at = None;
+            // probes only where the responder reported gaps lately: after timeouts alone (a
+            // paused peer) a probe a round trip into the next pause only sends a packet twice.
+            // (Decided here, not where the timer is armed: that is on every ACK request, and
+            // the test there cost the Cortex-A9 13 instructions per packet.)
+            if psn_diff(self.una, self.sent_end) < 0
+                && self.rnr_until.is_none()
+                && self.nak_lately(now)
+            {
+                // the oldest unacknowledged packet, not the newest as TCP probes: a responder
+                // that lost a packet NAKs once and then drops what follows in silence (rxe
+                // does), so only the missing packet gets an answer; if it was not lost, the
+                // duplicate is acknowledged again and says how far the responder got
+                self.probe_psn = Some(self.una);
+            }
+        }
+        let Some(deadline) = self.ack_deadline else {
+            return;
+        };
+        if now < deadline {
+            return;
+        }
+        if psn_diff(self.una, self.sent_end) >= 0 {
+            self.ack_deadline = None; // nothing outstanding
+            return;
+        }
+        self.counters.timeouts += 1;
+        if self.out_of_retries(now) {
+            self.fail_from(self.una, WcStatus::RetryExceeded);
+            return;
+        }
+        if self.wait_out_a_pause(now) {
+            return;
+        }
+        let before = self.window.snapshot();
+        // the packet that armed the timer left one timeout before now
+        let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
+        self.on_loss(now, self.una, true);
+        self.last_timeout = Some((now, armed_at, before));
+        self.retry_left = self.retry_left.saturating_sub(1);
+        // random loss, not congestion, is what times out here: back off twice at most
+        self.backoff = (self.backoff + 1).min(2);
+        self.sent_times.clear(); // Karn: no sample from what is sent again
+        self.probe_new = None;
+        self.probe_new_due = false;
+        self.retrying_from = None;
+        self.send_psn = self.una;
+        self.probe_psn = None;
+        self.probed = None;
+        self.ack_deadline = self.deadline(now);
+        self.probe_at = None;
+    }
+
+    /// A timeout on a path that has lost nothing lately is taken for a pause of the peer (a
+    /// host off its core), not a loss, [`NEW_DATA_PROBES`] times in a row before it goes back.
+    /// With new data waiting, the next new packet goes (ACK requested) beyond the window, as
+    /// RACK-TLP (RFC 8985) probes with new data: a peer that was only slow answers it with an
+    /// ACK for everything, and a lost tail shows as a sequence NAK for the gap. With nothing
+    /// new to send (a frame's last packets, the camera idle until the next frame), nothing
+    /// goes: the timer, doubled, waits again, and a lost tail draws a sequence NAK as soon as
+    /// the next frame's packets follow it. Either way the answer's delay is a round trip to
+    /// learn, and nothing was sent twice. Returns whether it waited.
+    pub(super) fn wait_out_a_pause(&mut self, now: Instant) -> bool {
+        if self.lossy(now)
+            || self.backoff >= NEW_DATA_PROBES
+            || self.rnr_until.is_some()
+            || self.send_psn != self.sent_end
+        {
+            return false;
+        }
+        let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
+        if psn_diff(self.sent_end, self.next_post_psn) < 0 {
+            self.counters.new_data_probes += 1;
+            self.probe_new_due = true;
+        } else {
+            self.counters.quiet_waits += 1;
+        }
+        if self.probe_new.is_none() {
+            self.probe_new = Some(armed_at);
+        }
+        self.backoff += 1;
+        self.ack_deadline = self.deadline(now);
+        self.probe_at = None;
+        true
+    }
+
+    /// Whether the responder reported a gap (a sequence NAK) within [`LOSS_MEMORY`] of now.
+    #[inline(always)]
+    pub(super) fn nak_lately(&self, now: Instant) -> bool {
+        self.nak_seen.is_some_and(|t| recent(now, t))
+    }
+
+    /// Whether a loss (a sequence NAK, an ACK timeout) was seen within [`LOSS_MEMORY`] of now.
+    #[inline]
+    pub(super) fn lossy(&self, now: Instant) -> bool {
+        self.loss_seen.is_some_and(|t| recent(now, t))
+    }
+
+    /// The retransmission timeout now, ns ([`RttEstimator::rto_ns`] after the timeouts in a
+    /// row), never longer than the configured local ACK timeout; `None` when that is infinite.
+    #[inline]
+    pub(super) fn rto_ns(&self, now: Instant) -> Option<u64> {
+        let (lossy, nak) = self.losses(now);
+        self.rto_ns_on(lossy, nak)
+    }
+
+    /// Whether a loss was seen within [`LOSS_MEMORY`] of now ([`lossy`](Self::lossy)), and
+    /// whether a sequence NAK was (only asked on a lossy path: a NAK is a loss).
+    #[inline(always)]
+    pub(super) fn losses(&self, now: Instant) -> (bool, bool) {
+        let lossy = self.lossy(now);
+        (lossy, lossy && self.nak_lately(now))
+    }
+
+    /// [`rto_ns`](Self::rto_ns) on a path that has (`lossy`) or has not lost packets lately,
+    /// and whose responder reported a gap lately (`nak`).
+    #[inline(always)]
+    pub(super) fn rto_ns_on(&self, lossy: bool, nak: bool) -> Option<u64> {
+        let max = local_ack_timeout_ns(self.cfg.timeout)?;
+        // where the responder itself reported gaps lately, the link loses packets and the
+        // peer answers promptly: half the floor (5 % loss: goodput +8-17 %). Not after
+        // timeouts alone, which a pause causes as well (beside a busy loop, half the floor
+        // made a 60 s soak resend 345 packets).
+        let floor = self.cfg.min_rto.as_nanos() as u64 >> u32::from(nak);
+        // on a path without recent losses a late answer is likelier than a loss: wait out the
+        // longest recent round trip too
+        Some(self.rtt.rto_ns(self.backoff, floor, max, !lossy))
+    }
+
+    /// The ACK deadline of a packet asking for an ACK at `now`.
+    pub(super) fn deadline(&self, now: Instant) -> Option<Instant> {
+        self.rto_ns(now).map(|t| Instant(now.0 + t))
+    }
+
+    /// The ACK deadline and the tail-loss probe time ([`RttEstimator::pto_ns`], armed only
+    /// on a lossy path; it sends a probe only within a second of a sequence NAK) of a packet
+    /// asking for an ACK at `now`: one timeout computed for both.
+    #[inline(always)]
+    pub(super) fn timers(&self, now: Instant) -> (Option<Instant>, Option<Instant>) {
+        let (lossy, nak) = self.losses(now);
+        let Some(rto) = self.rto_ns_on(lossy, nak) else {
+            return (None, None);
+        };
+        let probe = if lossy { self.rtt.pto_ns(rto) } else { None };
+        (
+            Some(Instant(now.0 + rto)),
+            probe.map(|p| Instant(now.0 + p)),
+        )
+    }
+
+    /// Whether a loss other than the timeout at `timeout_at` was seen within [`LOSS_MEMORY`]
+    /// of now (the timeout itself counts as one: `loss_seen` after it is not evidence).
+    pub(super) fn lossy_before(&self, now: Instant, timeout_at: Instant) -> bool {
+        self.earlier_loss
+            .is_some_and(|t| t < timeout_at && recent(now, t))
+    }
+
+    /// The retransmission timeout now ([`RttEstimator::rto`] after the timeouts in a row), never
+    /// longer than the configured local ACK timeout; `None` when that is infinite.
+    pub fn rto(&self, now: Instant) -> Option<Duration> {
+        self.rto_ns(now).map(Duration::from_nanos)
+    }
+
+    /// Whether the oldest request has waited (`retry_cnt` + 1) local ACK timeouts without an
+    /// ACK advancing: then it fails with `RetryExceeded`.
+    pub(super) fn out_of_retries(&self, now: Instant) -> bool {
+        local_ack_timeout(self.cfg.timeout).is_some_and(|t| {
+            now.0.saturating_sub(self.waiting_since.0)
+                >= (t.as_nanos() as u64) * (u64::from(self.cfg.retry_cnt) + 1)
+        })
+    }
+}
