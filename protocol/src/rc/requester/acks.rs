@@ -49,8 +49,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             return;
         }
         if !matches!(syndrome, AethSyndrome::Ack { .. }) {
-            // a NAK answers a new-data probe with a loss: no round trip to learn
-            self.probe_new = None;
+            // a NAK answers a pause waited out with a loss: no round trip to learn
+            self.pause_armed_at = None;
         }
         let probed = self.probed.take();
         self.advance_una(now, acked_end);
@@ -156,7 +156,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         let queueing = self.rtt.queueing(self.cfg.queue_slack_ns);
         self.window
             .on_acked(psn_diff(end, self.una) as u32, queueing);
-        if let Some(armed_at) = self.probe_new.take() {
+        if let Some(armed_at) = self.pause_armed_at.take() {
             // the peer was slow, not the link lossy: what it took is a round trip the timers
             // must wait out next time
             self.rtt.sample(now, now.0.saturating_sub(armed_at.0));

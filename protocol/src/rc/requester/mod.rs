@@ -122,11 +122,11 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// When to send a loss probe (the oldest unacknowledged packet again, ACK requested) if
     /// nothing was acknowledged and nothing new asked for an ACK by then.
     probe_at: Option<Instant>,
-    /// A timeout on a clean path waited out (a new-data probe, or a quiet wait): when the packet
-    /// that armed that timer left (the answer's delay is a round trip to learn), until an ACK or
-    /// NAK answers it.
-    probe_new: Option<Instant>,
-    /// That probe is still to be sent (one packet beyond the window).
+    /// A timeout on a clean path taken for a pause (a new-data probe, or a quiet wait): when the
+    /// packet that armed that timer left (the answer's delay is a round trip to learn), until an
+    /// ACK or NAK answers it.
+    pause_armed_at: Option<Instant>,
+    /// A new-data probe is still to be sent (one packet beyond the window).
     probe_new_due: bool,
     /// When a loss was last seen (a sequence NAK, an ACK timeout): tail-loss probes are armed
     /// only within [`LOSS_MEMORY`] of one.
@@ -196,7 +196,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             probe_at: None,
             probe_psn: None,
             probed: None,
-            probe_new: None,
+            pause_armed_at: None,
             probe_new_due: false,
             loss_seen: None,
             earlier_loss: None,

@@ -98,15 +98,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             return;
         }
         let before = self.window.snapshot();
-        // the packet that armed the timer left one timeout before now
-        let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
+        let armed_at = self.timer_armed_at(now);
         self.on_loss(now, self.una, true);
         self.last_timeout = Some((now, armed_at, before));
         self.retry_left = self.retry_left.saturating_sub(1);
         // random loss, not congestion, is what times out here: back off twice at most
         self.backoff = (self.backoff + 1).min(2);
         self.sent_times.clear(); // Karn: no sample from what is sent again
-        self.probe_new = None;
+        self.pause_armed_at = None;
         self.probe_new_due = false;
         self.retrying_from = None;
         self.send_psn = self.una;
@@ -114,6 +113,11 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.probed = None;
         self.ack_deadline = self.deadline(now);
         self.probe_at = None;
+    }
+
+    /// When the packet that armed the ACK timer firing at `now` left: one timeout before.
+    fn timer_armed_at(&self, now: Instant) -> Instant {
+        Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)))
     }
 
     /// A timeout on a path that has lost nothing lately is taken for a pause of the peer (a
@@ -133,15 +137,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         {
             return false;
         }
-        let armed_at = Instant(now.0.saturating_sub(self.rto_ns(now).unwrap_or(0)));
+        let armed_at = self.timer_armed_at(now);
         if psn_diff(self.sent_end, self.next_post_psn) < 0 {
             self.counters.new_data_probes += 1;
             self.probe_new_due = true;
         } else {
             self.counters.quiet_waits += 1;
         }
-        if self.probe_new.is_none() {
-            self.probe_new = Some(armed_at);
+        if self.pause_armed_at.is_none() {
+            self.pause_armed_at = Some(armed_at);
         }
         self.backoff += 1;
         self.ack_deadline = self.deadline(now);
