@@ -45,8 +45,9 @@ host_json() { grep '^{' "$1" | tail -1 || true; }
 good() { # json: all FRAMES received, none bad
   [[ $(field "$1" frames_received) -ge $FRAMES && $(field "$1" frames_bad) == 0 ]]
 }
-resent_none() { # json: the camera sent no packet twice (a clean link: a slow peer is no loss)
-  [[ $(field "$1" retransmitted_packets) == 0 ]]
+resent_none() { # json: the camera sent no packet twice (a clean link: a slow peer is no loss);
+  # not `field`, whose 0 for a missing key would pass
+  python3 -c "import json,sys; sys.exit(json.loads(sys.argv[1]).get('retransmitted_packets') != 0)" "$1" 2>/dev/null
 }
 wait_port() { # netns-or-empty port
   for _ in $(seq 50); do
