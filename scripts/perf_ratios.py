@@ -27,7 +27,11 @@ Sections (all by default):
            and the same with camera and host pinned to different CPUs (*_pinned: taskset), as
            on two machines, where the scheduler cannot put them on one CPU; the median of at
            least LATENCY_RUNS runs each (one build's p99 scatters 21-460 us between runs at
-           1000 fps on this VM: three runs could not tell two builds apart)
+           1000 fps on this VM: three runs could not tell two builds apart). Beside each,
+           the machine's own figure from the first build's udp_blast: the same frames, paced
+           the same, from a plain UDP sender into a receiver that only drains and waits as the
+           host does (*_plain), and into one that never sleeps (*_plain_spin: a core held;
+           what is left is the machine taking the CPU away)
   goodput  rdmacam demo, 300 frames at 0, 1 and 5 % loss (both directions), seeds 1-8
            interleaved: the lossy medians as ratios of the lossless one (100 frames and seeds
            1-5 until 2026-11-26: a 100-frame run at 1 % lasts 0.2 s, much of it the window's
@@ -233,6 +237,11 @@ class Sitting:
                         p99[s].append(latency_p99(cam_log, host_log))
             for s, _ in self.builds:
                 self.put(name, f"{median(p99[s]):.1f}", s)
+            # the machine's own figure in the same sitting: plain UDP, no protocol
+            for spin in ([False, True] if not pin else [False]):
+                plain = [plain_latency_p99(self.builds[0][1], fps, pin, spin)
+                         for _ in range(max(self.runs, LATENCY_RUNS))]
+                self.put(f"{name}_plain{'_spin' if spin else ''}", f"{median(plain):.1f}", "")
 
     def goodput(self):
         g = {(s, loss): [] for s, _ in self.builds for loss in (0, 0.01, 0.05)}
@@ -296,6 +305,29 @@ def latency_p99(cam_log, host_log):
     print(f"#   p99 {total:.1f} us: to the host's socket {to_socket:.1f}, in the host {host:.1f}",
           flush=True)
     return total
+
+
+def plain_latency_p99(bindir, fps, pin, spin):
+    """The same frames as the latency figures from a plain UDP sender into a receiver that
+    only drains (`udp_blast frames` / `frames-sink`, the host's waits: recvmmsg with GRO, ppoll
+    of 1 ms; `spin`: never sleeps), TRAILER leaving to the receiver seeing it, p99 in us."""
+    blast = f"{bindir}/examples/udp_blast"
+    cpu = (lambda n: ["taskset", "-c", str(n)]) if pin else (lambda n: [])
+    sink = subprocess.Popen([*cpu(1), blast, "frames-sink", str(HOST_ROCE), "300",
+                             *(["spin"] if spin else [])], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)
+        subprocess.run([*cpu(0), blast, "frames", str(HOST_ROCE), "300", str(fps)], timeout=60,
+                       check=True)
+        out, _ = sink.communicate(timeout=30)
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+            sink.wait()
+    m = dict(re.findall(r"(\w+)=([\d.]+)", out))
+    print(f"#   plain{' spin' if spin else ''}: p99 {m['p99_us']} us: to the socket "
+          f"{m['to_socket_p99_us']}, in the receiver {m['in_sink_p99_us']}", flush=True)
+    return float(m["p99_us"])
 
 
 def aravis_host(camera_cmd):

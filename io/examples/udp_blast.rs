@@ -7,14 +7,27 @@
 //! `cargo run --release -p rdmacam-hil --example udp_blast -- [sendmmsg|gso] [GB] [FROM TO:PORT]`
 //! and `udp_blast sink PORT` as the receiver elsewhere (hil/vm/bench-rxe.sh: across the VM's
 //! veth pair, the path the camera's RoCEv2 takes into rxe).
+//!
+//! `udp_blast frames PORT FRAMES FPS [MBPS]` with `udp_blast frames-sink PORT FRAMES [spin]`, two
+//! processes: this machine's own frame latency, for `scripts/perf-ratios.sh`. The
+//! sender paces 1920x1080 frames as the camera does (4112-byte datagrams in GSO runs, a 64 KiB
+//! burst allowance, the link at MBPS, 10 Gbit/s by default), then sends a small TRAILER
+//! datagram stamped with when it left (CLOCK_MONOTONIC). The sink waits and drains as the
+//! reference host does (`recvmmsg` with UDP GRO, `ppoll` of at most 1 ms when the socket is
+//! empty; with `spin` it never sleeps: a core held) and does nothing else: no protocol, no
+//! frame placement, no ACKs. It prints the p99 of TRAILER leaving to the sink seeing it, and
+//! its two parts at the kernel's receive time.
 
 use std::net::{Ipv4Addr, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use rdmacam_io::clock::monotonic_ns;
 use rdmacam_io::gso::{Gather, TX_BATCH, gso_segments};
-use rdmacam_io::roce::RoceSocket;
+use rdmacam_io::poll::wait_readable;
+use rdmacam_io::roce::{RecvBatch, RoceSocket};
 
 const DATAGRAM: usize = 4112;
 
@@ -49,12 +62,132 @@ fn sink(port: u16) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Bytes of one paced frame: 1920x1080 Mono8, the latency figures' frame.
+const FRAME: usize = 1920 * 1080;
+/// Bytes of a paced TRAILER: the frame number and when it left, ns.
+const TRAILER: usize = 16;
+
+/// Send `frames` frames to 127.0.0.1:`port` at up to `fps`, paced to `mbps` as the camera's
+/// link pacing does, each followed by a stamped TRAILER datagram.
+fn frames(port: u16, frames: u64, fps: f64, mbps: f64) -> std::io::Result<()> {
+    let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), 0, 0, 0.0, 1)?;
+    let lo = Ipv4Addr::LOCALHOST;
+    let header = ip_udp_header(lo, sock.tx_port(), lo, port);
+    let payload = vec![0x5au8; DATAGRAM];
+    let per = gso_segments(DATAGRAM);
+    let seg = Gather {
+        header: &header,
+        payload: &payload,
+        trailer: &[],
+    };
+    let segs = vec![seg; per];
+    let ns_per_byte = 8e3 / mbps;
+    // the camera's allowance: a poll that comes late may send 64 KiB at once
+    let burst = (65536.0 * ns_per_byte) as u64;
+    let datagrams = FRAME.div_ceil(DATAGRAM - 16);
+    let t0 = monotonic_ns();
+    let mut due = t0;
+    for f in 0..frames {
+        let start = t0 + (f as f64 * 1e9 / fps) as u64;
+        wait_until(start);
+        let mut left = datagrams;
+        while left > 0 {
+            let now = monotonic_ns();
+            due = due.max(now.saturating_sub(burst));
+            wait_until(due);
+            let k = per.min(left);
+            sock.send_gso(&segs[..k])?;
+            due += ((k * DATAGRAM) as f64 * ns_per_byte) as u64;
+            left -= k;
+        }
+        let mut t = [0u8; TRAILER];
+        t[..8].copy_from_slice(&f.to_be_bytes());
+        t[8..].copy_from_slice(&monotonic_ns().to_be_bytes());
+        sock.send(&[&header[..], &t[..]].concat())?;
+    }
+    Ok(())
+}
+
+/// Sleep until CLOCK_MONOTONIC reaches `at` ns (the camera waits in `ppoll` with a timeout: the
+/// same timer slack).
+fn wait_until(at: u64) {
+    let now = monotonic_ns();
+    if at > now {
+        std::thread::sleep(std::time::Duration::from_nanos(at - now));
+    }
+}
+
+/// Receive `frames` TRAILERs on `port` as the reference host waits (`spin`: never sleeps, a
+/// core held); print the latency p99.
+fn frames_sink(port: u16, frames: usize, spin: bool) -> std::io::Result<()> {
+    let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), port, 0, 0.0, 1)?;
+    let mut batch = if sock.set_gro(true).is_ok() {
+        RecvBatch::for_gro()
+    } else {
+        RecvBatch::default()
+    };
+    // (to the sink, to its socket) per TRAILER, ns
+    let mut seen: Vec<(u64, u64)> = Vec::with_capacity(frames);
+    let mut last = std::time::Instant::now();
+    while seen.len() < frames && last.elapsed() < std::time::Duration::from_secs(5) {
+        let n = sock.recv_batch(&mut batch);
+        let now = monotonic_ns();
+        for (i, (_, d)) in batch.datagrams().enumerate() {
+            if d.len() == TRAILER {
+                let left = u64::from_be_bytes(d[8..].try_into().expect("8 bytes"));
+                let arrived = batch.arrived(i).max(left);
+                seen.push((now.saturating_sub(left), arrived - left));
+            }
+        }
+        if n > 0 {
+            last = std::time::Instant::now();
+        } else if !spin {
+            wait_readable([sock.as_fd()], std::time::Duration::from_millis(1))?;
+        }
+    }
+    let p99 = |mut xs: Vec<u64>| {
+        xs.sort_unstable();
+        xs.get((xs.len() * 99 / 100).min(xs.len().saturating_sub(1)))
+            .map_or(f64::NAN, |&v| v as f64 / 1e3)
+    };
+    let total = p99(seen.iter().map(|s| s.0).collect());
+    let socket = p99(seen.iter().map(|s| s.1).collect());
+    let host = p99(seen.iter().map(|s| s.0 - s.1).collect());
+    println!(
+        "frames-sink trailers={} p99_us={total:.1} to_socket_p99_us={socket:.1} \
+         in_sink_p99_us={host:.1}",
+        seen.len()
+    );
+    Ok(())
+}
+
+/// An IPv4 + UDP header from `src`:`src_port` to `dst`:`dst_port` (lengths and checksums are
+/// the kernel's: a RoceSocket hands over only the UDP payload).
+fn ip_udp_header(src: Ipv4Addr, src_port: u16, dst: Ipv4Addr, dst_port: u16) -> Vec<u8> {
+    let mut header = vec![0u8; 28];
+    header[0] = 0x45;
+    header[12..16].copy_from_slice(&src.octets());
+    header[16..20].copy_from_slice(&dst.octets());
+    header[20..22].copy_from_slice(&src_port.to_be_bytes());
+    header[22..24].copy_from_slice(&dst_port.to_be_bytes());
+    header
+}
+
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "gso".into());
-    if mode == "sink" {
-        let port = args.next().and_then(|a| a.parse().ok()).unwrap_or(9000);
-        return sink(port);
+    let mut num = |default: f64| args.next().and_then(|a| a.parse().ok()).unwrap_or(default);
+    match mode.as_str() {
+        "sink" => return sink(num(9000.0) as u16),
+        "frames" => {
+            let (port, n, fps) = (num(9000.0) as u16, num(300.0) as u64, num(100.0));
+            return frames(port, n, fps, num(10_000.0));
+        }
+        "frames-sink" => {
+            let (port, n) = (num(9000.0) as u16, num(300.0) as usize);
+            return frames_sink(port, n, args.next().as_deref() == Some("spin"));
+        }
+        _ => {}
     }
     let gb: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2.0);
     // optional FROM TO:PORT: send to a sink elsewhere (`udp_blast sink PORT`, e.g. across the
@@ -89,13 +222,7 @@ fn main() -> std::io::Result<()> {
     };
     // a RoceSocket sends whole IPv4 packets: build one IPv4/UDP header for the datagram
     let mut sock = RoceSocket::bind(src_ip.into(), 0, 0, 0.0, 1)?;
-    let src_port = sock.tx_port();
-    let mut header = vec![0u8; 28];
-    header[0] = 0x45;
-    header[12..16].copy_from_slice(&src_ip.octets());
-    header[16..20].copy_from_slice(&dst.ip().octets());
-    header[20..22].copy_from_slice(&src_port.to_be_bytes());
-    header[22..24].copy_from_slice(&dst.port().to_be_bytes());
+    let header = ip_udp_header(src_ip, sock.tx_port(), *dst.ip(), dst.port());
     let payload = vec![0x5au8; DATAGRAM];
     let whole: Vec<u8> = [&header[..], &payload[..]].concat();
     let total = (gb * 1e9) as usize / DATAGRAM;
