@@ -324,6 +324,8 @@ def plain_latency_p99(bindir, fps, pin, spin):
         if sink.poll() is None:
             sink.kill()
             sink.wait()
+    if sink.returncode != 0:
+        sys.exit(f"perf-ratios: udp_blast frames-sink failed (exit {sink.returncode})")
     m = dict(re.findall(r"(\w+)=([\d.]+)", out))
     print(f"#   plain{' spin' if spin else ''}: p99 {m['p99_us']} us: to the socket "
           f"{m['to_socket_p99_us']}, in the receiver {m['in_sink_p99_us']}", flush=True)

@@ -4,7 +4,7 @@
 //! (15 segments per send, like the camera's GSO path). Prints Gbit/s and the sender thread's
 //! CPU seconds per GB, for docs/BENCHMARKS.md (scripts/bench-sender.sh runs it).
 //!
-//! `cargo run --release -p rdmacam-hil --example udp_blast -- [sendmmsg|gso] [GB] [FROM TO:PORT]`
+//! `cargo run --release -p rdmacam-io --example udp_blast -- [sendmmsg|gso] [GB] [FROM TO:PORT]`
 //! and `udp_blast sink PORT` as the receiver elsewhere (hil/vm/bench-rxe.sh: across the VM's
 //! veth pair, the path the camera's RoCEv2 takes into rxe).
 //!
@@ -84,6 +84,7 @@ fn frames(port: u16, frames: u64, fps: f64, mbps: f64) -> std::io::Result<()> {
     let ns_per_byte = 8e3 / mbps;
     // the camera's allowance: a poll that comes late may send 64 KiB at once
     let burst = (65536.0 * ns_per_byte) as u64;
+    // 4096 bytes of image per datagram, as the camera's (BTH 12 and ICRC 4 around them)
     let datagrams = FRAME.div_ceil(DATAGRAM - 16);
     let t0 = monotonic_ns();
     let mut due = t0;
@@ -150,6 +151,12 @@ fn frames_sink(port: u16, frames: usize, spin: bool) -> std::io::Result<()> {
         xs.get((xs.len() * 99 / 100).min(xs.len().saturating_sub(1)))
             .map_or(f64::NAN, |&v| v as f64 / 1e3)
     };
+    if seen.len() < frames {
+        return Err(std::io::Error::other(format!(
+            "frames-sink: {} of {frames} TRAILERs arrived (none for 5 s since)",
+            seen.len()
+        )));
+    }
     let total = p99(seen.iter().map(|s| s.0).collect());
     let socket = p99(seen.iter().map(|s| s.1).collect());
     let host = p99(seen.iter().map(|s| s.0 - s.1).collect());
@@ -173,7 +180,14 @@ fn ip_udp_header(src: Ipv4Addr, src_port: u16, dst: Ipv4Addr, dst_port: u16) -> 
     header
 }
 
-fn main() -> std::io::Result<()> {
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("udp_blast: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "gso".into());
     let mut num = |default: f64| args.next().and_then(|a| a.parse().ok()).unwrap_or(default);
@@ -185,7 +199,16 @@ fn main() -> std::io::Result<()> {
         }
         "frames-sink" => {
             let (port, n) = (num(9000.0) as u16, num(300.0) as usize);
-            return frames_sink(port, n, args.next().as_deref() == Some("spin"));
+            let spin = match args.next().as_deref() {
+                None => false,
+                Some("spin") => true,
+                Some(other) => {
+                    return Err(std::io::Error::other(format!(
+                        "frames-sink: {other:?} is not a receive mode (spin, or nothing)"
+                    )));
+                }
+            };
+            return frames_sink(port, n, spin);
         }
         _ => {}
     }
