@@ -38,7 +38,9 @@ Sections (all by default):
            first growth, and its median moved by 10 % between identical builds)
   gvsp     aravis's fake camera and rdmacam (GVSP, its default one datagram per packet) into
            the same aravis host (arv-camera-test-0.8), 2048x2048 Mono8 at up to 100 fps, 10 s:
-           frames per second and camera CPU per frame as rdmacam / aravis
+           frames per second and camera CPU per frame as rdmacam / aravis; and
+           gvsp_user_cpu_ratio, the same for CPU in user mode only (the cameras' own code:
+           on loopback the kernel part includes the host's receive path)
   rig      --cameras 1, 2 and 4 from one process, each into its own rdmacam-host: aggregate
            Gbit/s (rig_gbit_N)
 
@@ -72,6 +74,14 @@ def cpu_s(pid):
         except FileNotFoundError:  # the thread ended meanwhile
             pass
     return total / 1e9
+
+
+def user_s(pid):
+    """The user-mode CPU seconds of `pid` (all its threads), in clock ticks (/proc/PID/stat's
+    utime): coarse, but a 10 s GVSP run holds hundreds of them."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
 
 
 def median(xs):
@@ -263,6 +273,7 @@ class Sitting:
     def gvsp(self):
         fps = {s: [] for s, _ in self.builds}
         cpu = {s: [] for s, _ in self.builds}
+        user = {s: [] for s, _ in self.builds}
         for k in range(self.runs):
             ref = aravis_host(["arv-fake-gv-camera-0.8", "-i", "127.0.0.1"])
             for s, b in self.turns(k):
@@ -270,11 +281,16 @@ class Sitting:
                                     "--height", "2048", "--fps", "100", "--link-mbps", "10000"])
                 fps[s].append(mine[0] / ref[0])
                 cpu[s].append(mine[1] / ref[1])
-                print(f"# gvsp{s}: aravis fake {ref[0]:.1f} fps {1000 * ref[1]:.2f} ms/frame; "
-                      f"rdmacam {mine[0]:.1f} fps {1000 * mine[1]:.2f} ms/frame", flush=True)
+                user[s].append(mine[2] / max(ref[2], 1e-9))
+                print(f"# gvsp{s}: aravis fake {ref[0]:.1f} fps {1000 * ref[1]:.2f} ms/frame "
+                      f"({1000 * ref[2]:.2f} in user mode); rdmacam {mine[0]:.1f} fps "
+                      f"{1000 * mine[1]:.2f} ms/frame ({1000 * mine[2]:.2f})", flush=True)
         for s, _ in self.builds:
             self.put("gvsp_fps_ratio", f"{median(fps[s]):.2f}", s)
             self.put("gvsp_cpu_ratio", f"{median(cpu[s]):.2f}", s)
+            # the cameras' own code: without the kernel's send path and the aravis host's
+            # receive softirq, which loopback runs in the sender's system call (BENCHMARKS)
+            self.put("gvsp_user_cpu_ratio", f"{median(user[s]):.2f}", s)
 
     def rig(self):
         for n in (1, 2, 4):
@@ -333,21 +349,22 @@ def plain_latency_p99(bindir, fps, pin, spin):
 
 
 def aravis_host(camera_cmd):
-    """The aravis host against a camera on 127.0.0.1: (frames per second, camera CPU s/frame)."""
+    """The aravis host against a camera on 127.0.0.1: (frames per second, camera CPU s/frame,
+    the part of it in user mode s/frame)."""
     cam = subprocess.Popen(camera_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1)
-        c0 = cpu_s(cam.pid)
+        c0, u0 = cpu_s(cam.pid), user_s(cam.pid)
         out = subprocess.run(
             ["arv-camera-test-0.8", "-n", "127.0.0.1", "-a", "--duration=10", "-w", "2048",
              "-h", "2048", "-f", "100"], capture_output=True, text=True, timeout=40).stdout
-        c1 = cpu_s(cam.pid)
+        c1, u1 = cpu_s(cam.pid), user_s(cam.pid)
     finally:
         stop(cam)
     rates = [float(x) for x in re.findall(r"(\d+) frames/s", out)]
     done = re.findall(r"n_completed_buffers\s*=\s*(\d+)", out)
-    frames = int(done[-1]) if done else 0
-    return median(rates) if rates else 0.0, (c1 - c0) / max(frames, 1)
+    frames = max(int(done[-1]) if done else 0, 1)
+    return median(rates) if rates else 0.0, (c1 - c0) / frames, (u1 - u0) / frames
 
 
 def rig_gbit(bindir, n):
