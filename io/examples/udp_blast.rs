@@ -74,18 +74,15 @@ fn frames(port: u16, frames: u64, fps: f64, mbps: f64) -> std::io::Result<()> {
     let lo = Ipv4Addr::LOCALHOST;
     let header = ip_udp_header(lo, sock.tx_port(), lo, port);
     let payload = vec![0x5au8; DATAGRAM];
-    let per = gso_segments(DATAGRAM);
-    let seg = Gather {
-        header: &header,
-        payload: &payload,
-        trailer: &[],
-    };
-    let segs = vec![seg; per];
+    let segs = gso_run(&header, &payload);
+    let per = segs.len();
     let ns_per_byte = 8e3 / mbps;
     // the camera's allowance: a poll that comes late may send 64 KiB at once
     let burst = (65536.0 * ns_per_byte) as u64;
     // 4096 bytes of image per datagram, as the camera's (BTH 12 and ICRC 4 around them)
     let datagrams = FRAME.div_ceil(DATAGRAM - 16);
+    // the TRAILER datagram behind its IP/UDP header, its number and stamp written per frame
+    let mut trailer = [&header[..], &[0u8; TRAILER][..]].concat();
     let t0 = monotonic_ns();
     let mut due = t0;
     for f in 0..frames {
@@ -101,10 +98,10 @@ fn frames(port: u16, frames: u64, fps: f64, mbps: f64) -> std::io::Result<()> {
             due += ((k * DATAGRAM) as f64 * ns_per_byte) as u64;
             left -= k;
         }
-        let mut t = [0u8; TRAILER];
+        let t = &mut trailer[header.len()..];
         t[..8].copy_from_slice(&f.to_be_bytes());
         t[8..].copy_from_slice(&monotonic_ns().to_be_bytes());
-        sock.send(&[&header[..], &t[..]].concat())?;
+        sock.send(&trailer)?;
     }
     Ok(())
 }
@@ -166,6 +163,16 @@ fn frames_sink(port: u16, frames: usize, spin: bool) -> std::io::Result<()> {
         seen.len()
     );
     Ok(())
+}
+
+/// As many datagrams of `header` + `payload` as one GSO send carries, ready to send.
+fn gso_run<'a>(header: &'a [u8], payload: &'a [u8]) -> Vec<Gather<'a>> {
+    let seg = Gather {
+        header,
+        payload,
+        trailer: &[],
+    };
+    vec![seg; gso_segments(seg.udp_len())]
 }
 
 /// An IPv4 + UDP header from `src`:`src_port` to `dst`:`dst_port` (lengths and checksums are
@@ -260,15 +267,9 @@ fn run() -> std::io::Result<()> {
             }
         }
         _ => {
-            let per = gso_segments(DATAGRAM);
-            let seg = Gather {
-                header: &header,
-                payload: &payload,
-                trailer: &[],
-            };
-            let segs = vec![seg; per];
+            let segs = gso_run(&header, &payload);
             while sent < total {
-                let k = per.min(total - sent);
+                let k = segs.len().min(total - sent);
                 sock.send_gso(&segs[..k])?;
                 sent += k;
             }
