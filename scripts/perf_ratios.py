@@ -130,6 +130,12 @@ SENDER_FPS = 10000
 LATENCY_RUNS = 8
 
 
+def on_cpu(pin):
+    """The command prefix that runs a process on CPU n when `pin` (taskset), else none: the
+    sender goes on CPU 0 and the receiver on CPU 1, as on two machines."""
+    return (lambda n: ["taskset", "-c", str(n)]) if pin else (lambda n: [])
+
+
 def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), link=100000,
                      pin=False):
     """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s.
@@ -137,7 +143,7 @@ def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), li
     above what it carries, as the demo does; None: the camera's default, a 10G NIC).
     `pin`: camera on CPU 0 and host on CPU 1 (taskset), as a host and camera on two machines."""
     pace = ["--link-mbps", str(link)] if link else []
-    cpu = (lambda n: ["taskset", "-c", str(n)]) if pin else (lambda n: [])
+    cpu = on_cpu(pin)
     cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps), *pace,
                           *cam_args], prefix=cpu(0))
     try:
@@ -328,7 +334,7 @@ def plain_latency_p99(bindir, fps, pin, spin):
     only drains (`udp_blast frames` / `frames-sink`, the host's waits: recvmmsg with GRO, ppoll
     of 1 ms; `spin`: never sleeps), TRAILER leaving to the receiver seeing it, p99 in us."""
     blast = f"{bindir}/examples/udp_blast"
-    cpu = (lambda n: ["taskset", "-c", str(n)]) if pin else (lambda n: [])
+    cpu = on_cpu(pin)
     sink = subprocess.Popen([*cpu(1), blast, "frames-sink", str(HOST_ROCE), "300",
                              *(["spin"] if spin else [])], stdout=subprocess.PIPE, text=True)
     try:
