@@ -140,6 +140,17 @@ fn fill_scaled(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
     }
 }
 
+/// 0, 1, .., 255, 0, 1, .., 255: any 256 consecutive gradient bytes of a row are a window of it.
+static RAMP: [u8; 512] = {
+    let mut r = [0u8; 512];
+    let mut i = 0;
+    while i < 512 {
+        r[i] = i as u8;
+        i += 1;
+    }
+    r
+};
+
 /// The pattern's bytes `at..at + out.len()` (no frame counter), pixel by pixel in the format's
 /// bytes: channel c of a pixel is its c-th byte.
 fn pattern_bytes(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
@@ -171,9 +182,11 @@ fn pattern_bytes(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
         let seg = &mut out[done..done + len];
         match spec.pattern {
             Pattern::Gradient if bpp == 1 => {
-                let base = x + y;
-                for (k, b) in seg.iter_mut().enumerate() {
-                    *b = (base + k) as u8;
+                // byte k is (x + y + k) mod 256: every 256-byte piece starts at the same value,
+                // a window of the ramp (a copy, where a byte loop was ~7 GB/s)
+                let base = (x + y) % 256;
+                for piece in seg.chunks_mut(256) {
+                    piece.copy_from_slice(&RAMP[base..base + piece.len()]);
                 }
             }
             Pattern::Gradient => {
@@ -336,7 +349,7 @@ mod tests {
             Pattern::Noise,
         ] {
             for pf in PixelFormat::ALL {
-                for width in [1u32, 3, 17, 64, 100, 333] {
+                for width in [1u32, 3, 17, 64, 100, 333, 700] {
                     for number in [0u64, 1, 7, 123_456] {
                         let frame = Frame {
                             number,
