@@ -395,18 +395,34 @@ def rig_gbit(bindir, n):
     return total * 8 / secs / 1e9
 
 
+SECTIONS = ("sender", "busy", "latency", "goodput", "gvsp", "rig")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=f"{ROOT}/target/release")
     ap.add_argument("--ab", help="an older build's binaries, measured in the same sitting")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", default="sender,busy,latency,goodput,gvsp,rig")
+    ap.add_argument("--only", default=",".join(SECTIONS))
     a = ap.parse_args()
     builds = [("", a.bin)] + ([("_old", a.ab)] if a.ab else [])
+    sections = a.only.split(",")
+    unknown = [x for x in sections if x not in SECTIONS]
+    if unknown:
+        sys.exit(f"perf-ratios: no section {', '.join(unknown)} (there are {', '.join(SECTIONS)})")
+    # every build runs its own camera, host and plain sender: find them all before the first
+    # minute is spent, not after
+    for _, b in builds:
+        missing = [x for x in ("rdmacam", "rdmacam-host", "examples/udp_blast")
+                   if not os.access(f"{b}/{x}", os.X_OK)]
+        if missing:
+            sys.exit(f"perf-ratios: {b} has no {', '.join(missing)}; build them there with "
+                     "`cargo build --release -p rdmacam -p rdmacam-hil && cargo build --release "
+                     "-p rdmacam-io --example udp_blast` (CARGO_TARGET_DIR for another tree)")
     s = Sitting(builds, a.runs)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} {cpu_model()}, {os.cpu_count()} CPUs; "
           f"runs {a.runs}; " + ", ".join(f"{b}{x}" for x, b in builds), flush=True)
-    for section in a.only.split(","):
+    for section in sections:
         getattr(s, section)()
 
 
