@@ -44,6 +44,9 @@ Sections (all by default):
   rig      --cameras 1, 2 and 4 from one process, each into its own rdmacam-host: aggregate
            Gbit/s (rig_gbit_N)
 
+The last line (one per build) says how many of issue 24's lines the figures measured met,
+and names those not met, e.g. `# lines: 11 of 12 met; not met: gvsp_cpu_ratio 0.52 <= 0.5`.
+
 Timings stay out of tests; docs/BENCHMARKS.md keeps the tables with dates and the machine.
 """
 import argparse
@@ -424,6 +427,39 @@ def main():
           f"runs {a.runs}; " + ", ".join(f"{b}{x}" for x, b in builds), flush=True)
     for section in sections:
         getattr(s, section)()
+    for suffix, _ in builds:
+        print(verdict(s.figures, suffix), flush=True)
+
+
+# issue 24's lines, for the summary at the end: (figure, comparison, bound)
+LINES = [
+    ("sender_rate_ratio", ">=", 0.9), ("sender_cpu_ratio", "<=", 1.2),
+    ("lossless_retransmitted", "==", 0), ("busy_lossless_retransmitted", "==", 0),
+    ("host_cpu_ratio", "<", 1), ("host_cpu_ratio_1000fps", "<", 1),
+    ("latency_p99_us_100fps", "<=", 50), ("latency_p99_us_flat", "<=", 50),
+    ("goodput_ratio_1pct", ">=", 0.8), ("goodput_ratio_5pct", ">=", 0.4),
+    ("gvsp_fps_ratio", ">=", 2), ("gvsp_cpu_ratio", "<=", 0.5),
+]
+COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
+           "==": lambda a, b: a == b}
+
+
+def verdict(figures, suffix):
+    """One comment line: how many of the lines this sitting measured were met, and which not.
+    The rig's line is that two cameras carry more than one (this machine's two cores)."""
+    got = {}
+    for f in figures:
+        name, value = f.split("=", 1)
+        if name.endswith(suffix):
+            got[name[:len(name) - len(suffix)] if suffix else name] = float(value)
+    checks = [(f"{n} {v:g} {op} {b:g}", COMPARE[op](v, b))
+              for n, op, b in LINES if (v := got.get(n)) is not None]
+    if "rig_gbit_1" in got and "rig_gbit_2" in got:
+        checks.append((f"rig_gbit_2 {got['rig_gbit_2']:g} > rig_gbit_1 {got['rig_gbit_1']:g}",
+                       got["rig_gbit_2"] > got["rig_gbit_1"]))
+    missed = [c for c, ok in checks if not ok]
+    return (f"# lines{suffix or ''}: {len(checks) - len(missed)} of {len(checks)} met"
+            + (f"; not met: {', '.join(missed)}" if missed else ""))
 
 
 def cpu_model():
