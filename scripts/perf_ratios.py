@@ -45,7 +45,8 @@ Sections (all by default):
            Gbit/s (rig_gbit_N)
 
 The last line (one per build) says how many of issue 24's lines the figures measured met,
-and names those not met, e.g. `# lines: 11 of 12 met; not met: gvsp_cpu_ratio 0.52 <= 0.5`.
+and names those not met, e.g.
+`# lines: 12 of 13 met; not met: gvsp_cpu_ratio 0.52 (line <= 0.5)`.
 
 Timings stay out of tests; docs/BENCHMARKS.md keeps the tables with dates and the machine.
 """
@@ -452,10 +453,10 @@ def verdict(figures, suffix):
         name, value = f.split("=", 1)
         if name.endswith(suffix):
             got[name[:len(name) - len(suffix)] if suffix else name] = float(value)
-    checks = [(f"{n} {v:g} {op} {b:g}", COMPARE[op](v, b))
+    checks = [(f"{n} {v:g} (line {op} {b:g})", COMPARE[op](v, b))
               for n, op, b in LINES if (v := got.get(n)) is not None]
     if "rig_gbit_1" in got and "rig_gbit_2" in got:
-        checks.append((f"rig_gbit_2 {got['rig_gbit_2']:g} > rig_gbit_1 {got['rig_gbit_1']:g}",
+        checks.append((f"rig_gbit_2 {got['rig_gbit_2']:g} (line > rig_gbit_1, {got['rig_gbit_1']:g})",
                        got["rig_gbit_2"] > got["rig_gbit_1"]))
     missed = [c for c, ok in checks if not ok]
     return (f"# lines{suffix or ''}: {len(checks) - len(missed)} of {len(checks)} met"
