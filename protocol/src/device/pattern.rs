@@ -140,11 +140,16 @@ fn fill_scaled(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
     }
 }
 
-/// 0, 1, .., 255, 0, 1, .., 255: any 256 consecutive gradient bytes of a row are a window of it.
-static RAMP: [u8; 512] = {
-    let mut r = [0u8; 512];
+/// Gradient bytes copied at once: a 1,400-byte GVSP packet's pixels in one piece, two where a
+/// row ends inside it.
+const RAMP_PIECE: usize = 4096;
+
+/// 0, 1, .., 255, 0, 1, ..: any [`RAMP_PIECE`] consecutive gradient bytes of a row are a window
+/// of it, starting in its first 256 bytes.
+static RAMP: [u8; RAMP_PIECE + 256] = {
+    let mut r = [0u8; RAMP_PIECE + 256];
     let mut i = 0;
-    while i < 512 {
+    while i < r.len() {
         r[i] = i as u8;
         i += 1;
     }
@@ -182,10 +187,11 @@ fn pattern_bytes(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
         let seg = &mut out[done..done + len];
         match spec.pattern {
             Pattern::Gradient if bpp == 1 => {
-                // byte k is (x + y + k) mod 256: every 256-byte piece starts at the same value,
-                // a window of the ramp (a copy, where a byte loop was ~7 GB/s)
+                // byte k is (x + y + k) mod 256, a window of the ramp: a copy, where a byte
+                // loop was ~7 GB/s (RAMP_PIECE is a multiple of 256, so every piece starts
+                // at the same value)
                 let base = (x + y) % 256;
-                for piece in seg.chunks_mut(256) {
+                for piece in seg.chunks_mut(RAMP_PIECE) {
                     piece.copy_from_slice(&RAMP[base..base + piece.len()]);
                 }
             }
@@ -383,6 +389,33 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_gradient_row_longer_than_one_ramp_piece_is_the_reference() {
+        // rows of 4,096 and more bytes take two or more copies of the ramp
+        for width in [4095u32, 4096, 4097, 9000] {
+            let frame = Frame {
+                number: 3,
+                spec: FrameSpec {
+                    width,
+                    height: 3,
+                    offset_x: 0,
+                    offset_y: 0,
+                    pixel_format: PixelFormat::Mono8,
+                    pattern: Pattern::Gradient,
+                },
+                timestamp: 0,
+                chunks: Chunks::NONE,
+            };
+            let mut want = vec![0u8; frame.size()];
+            fill_reference(9, &frame, 0, &mut want);
+            for off in [0, 8, 1000, width as usize - 1, width as usize + 77] {
+                let mut got = vec![0u8; want.len() - off];
+                fill(9, &frame, off, &mut got);
+                assert_eq!(got, want[off..], "width {width} from {off}");
             }
         }
     }
