@@ -9,6 +9,10 @@
 #   x86_middle_instructions_beyond_crc  a MIDDLE packet of a 4 MiB WRITE, less the ICRC floor
 #                                       (crc32fast over its masked headers and 4096 payload bytes)
 #   x86_icrc_floor_instructions         that floor, per packet
+#   x86_gvsp_packet_instructions        a GVSP packet of a 2048x2048 Mono8 gradient frame at
+#                                       1,400 bytes (protocol/examples/gvsp_path.rs): header and
+#                                       pixels, leaders and trailers included, up to the send
+#   x86_gvsp_copy_floor_instructions    copying its 1,364 pixel bytes out of a kept image
 # Each is the difference of two runs (1,000 and 11,000 packets) over 10,000: start-up cancels.
 #
 # ARM (the Zynq-7000 image firmware/src/bin/packet_cost.rs in qemu's xilinx-zynq-a9, the
@@ -30,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind not installed (apt-get install valgrind)" >&2; exit 1; }
-cargo build --release -q -p rdmacam-protocol --example header_path
+cargo build --release -q -p rdmacam-protocol --example header_path --example gvsp_path
 bin=target/release/examples/header_path
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -38,7 +42,7 @@ count() { # ARGS... -> total instructions
   valgrind --tool=callgrind --callgrind-out-file="$tmp/out" "$bin" "$@" >/dev/null 2>&1
   awk '/^summary:/ {print $2}' "$tmp/out"
 }
-per_packet() { # LEN [floor] -> instructions per packet
+per_packet() { # the example's arguments after the packet count -> instructions per packet
   local a b
   a=$(count 1000 "$@"); b=$(count 11000 "$@")
   echo $(( (b - a) / 10000 ))
@@ -49,6 +53,9 @@ floor=$(per_packet 4096 floor)
 echo "x86_one_packet_write_instructions=$one"
 echo "x86_middle_instructions_beyond_crc=$(( middle - floor ))"
 echo "x86_icrc_floor_instructions=$floor"
+bin=target/release/examples/gvsp_path
+echo "x86_gvsp_packet_instructions=$(per_packet)"
+echo "x86_gvsp_copy_floor_instructions=$(per_packet copy)"
 
 if ! command -v qemu-system-arm >/dev/null; then
   echo "packet-cost: qemu-system-arm not installed: no arm_* figures" >&2
