@@ -16,12 +16,12 @@ use core::net::Ipv4Addr;
 use rdmacam_protocol::device::frame::{FrameSource, FrameSpec, Pattern};
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::stream::{ChannelConfig, GvspChannel};
-use rdmacam_protocol::gev::PixelFormat;
+use rdmacam_protocol::gev::{PixelFormat, gvsp};
 use rdmacam_protocol::rc::Instant;
 
 const PACKET_SIZE: u32 = 1400;
-/// The UDP payload's pixels: 1,400 less IPv4 (20), UDP (8) and the GVSP header (8).
-const CHUNK: usize = 1364;
+/// A payload packet's pixels: the packet less IPv4, UDP and the GVSP header (1,364).
+const CHUNK: usize = PACKET_SIZE as usize - gvsp::IP_UDP_OVERHEAD - gvsp::HEADER_LEN;
 
 fn main() {
     let mut args = std::env::args().skip(1);
