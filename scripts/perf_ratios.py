@@ -52,6 +52,7 @@ Timings stay out of tests; docs/BENCHMARKS.md keeps the tables with dates and th
 """
 import argparse
 import json
+import operator
 import os
 import re
 import resource
@@ -441,8 +442,7 @@ LINES = [
     ("goodput_ratio_1pct", ">=", 0.8), ("goodput_ratio_5pct", ">=", 0.4),
     ("gvsp_fps_ratio", ">=", 2), ("gvsp_cpu_ratio", "<=", 0.5),
 ]
-COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
-           "==": lambda a, b: a == b}
+COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt, "==": operator.eq}
 
 
 def verdict(figures, suffix):
@@ -452,7 +452,7 @@ def verdict(figures, suffix):
     for f in figures:
         name, value = f.split("=", 1)
         if name.endswith(suffix):
-            got[name[:len(name) - len(suffix)] if suffix else name] = float(value)
+            got[name.removesuffix(suffix)] = float(value)
     checks = [(f"{n} {v:g} (line {op} {b:g})", COMPARE[op](v, b))
               for n, op, b in LINES if (v := got.get(n)) is not None]
     if "rig_gbit_1" in got and "rig_gbit_2" in got:
