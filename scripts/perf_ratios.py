@@ -3,9 +3,10 @@
 
     scripts/perf-ratios.sh [--bin DIR] [--ab OLD_DIR] [--runs N] [--only SECTION,...]
 
-DIR holds the release binaries (`rdmacam`, `rdmacam-host`, `examples/udp_blast`; default
-target/release). With --ab OLD_DIR each measurement runs for both builds in turn, interleaved,
-so both see the same machine; the old build's figures are printed with the suffix `_old`.
+DIR holds the release binaries (`rdmacam`, `rdmacam-host`, `examples/udp_blast`: those the
+sections asked for use; default target/release). With --ab OLD_DIR each measurement runs for
+both builds in turn, interleaved, so both see the same machine; the old build's figures are
+printed with the suffix `_old`.
 
 Sections (all by default):
   sender   the camera's sender against a plain UDP GSO sender (io/examples/udp_blast.rs) of
@@ -56,6 +57,7 @@ import operator
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -401,6 +403,16 @@ def rig_gbit(bindir, n):
 
 
 SECTIONS = ("sender", "busy", "latency", "goodput", "gvsp", "rig")
+# the binaries each section runs from a build directory
+NEEDS = {
+    "sender": ("rdmacam", "rdmacam-host", "examples/udp_blast"),
+    "busy": ("rdmacam", "rdmacam-host"),
+    "latency": ("rdmacam", "rdmacam-host", "examples/udp_blast"),
+    "goodput": ("rdmacam",),
+    "gvsp": ("rdmacam",),
+    "rig": ("rdmacam", "rdmacam-host"),
+}
+ARAVIS_TOOLS = ("arv-camera-test-0.8", "arv-fake-gv-camera-0.8")
 
 
 def main():
@@ -415,15 +427,19 @@ def main():
     unknown = [x for x in sections if x not in SECTIONS]
     if unknown:
         sys.exit(f"perf-ratios: no section {', '.join(unknown)} (there are {', '.join(SECTIONS)})")
-    # every build runs its own camera, host and plain sender: find them all before the first
-    # minute is spent, not after
+    # every build runs its own camera, host and plain sender, as far as the sections asked
+    # for use them: find them all before the first minute is spent, not after
+    wanted = sorted({x for sec in sections for x in NEEDS[sec]})
     for _, b in builds:
-        missing = [x for x in ("rdmacam", "rdmacam-host", "examples/udp_blast")
-                   if not os.access(f"{b}/{x}", os.X_OK)]
+        missing = [x for x in wanted if not os.access(f"{b}/{x}", os.X_OK)]
         if missing:
             sys.exit(f"perf-ratios: {b} has no {', '.join(missing)}; build them there with "
                      "`cargo build --release -p rdmacam -p rdmacam-hil && cargo build --release "
                      "-p rdmacam-io --example udp_blast` (CARGO_TARGET_DIR for another tree)")
+    tools = [t for t in ARAVIS_TOOLS if "gvsp" in sections and shutil.which(t) is None]
+    if tools:
+        sys.exit(f"perf-ratios: the gvsp section needs {', '.join(tools)} "
+                 "(Debian's aravis-tools; scripts/setup.sh installs it)")
     s = Sitting(builds, a.runs)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} {cpu_model()}, {os.cpu_count()} CPUs; "
           f"runs {a.runs}; " + ", ".join(f"{b}{x}" for x, b in builds), flush=True)
