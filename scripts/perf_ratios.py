@@ -436,7 +436,7 @@ def main():
             sys.exit(f"perf-ratios: {b} has no {', '.join(missing)}; build them there with "
                      "`cargo build --release -p rdmacam -p rdmacam-hil && cargo build --release "
                      "-p rdmacam-io --example udp_blast` (CARGO_TARGET_DIR for another tree)")
-    tools = [t for t in ARAVIS_TOOLS if "gvsp" in sections and shutil.which(t) is None]
+    tools = [t for t in ARAVIS_TOOLS if shutil.which(t) is None] if "gvsp" in sections else []
     if tools:
         sys.exit(f"perf-ratios: the gvsp section needs {', '.join(tools)} "
                  "(Debian's aravis-tools; scripts/setup.sh installs it)")
