@@ -36,11 +36,7 @@ impl Memory {
     /// frame written into such a buffer paid ~500 us of faults (the first frames' latency,
     /// docs/BENCHMARKS.md).
     pub fn zeroed(len: usize) -> Self {
-        let mut bytes = vec![0u8; len + LINE - 1];
-        for page in bytes.chunks_mut(4096) {
-            // through black_box: a store of zero into zeroed memory is one the optimizer may drop
-            *std::hint::black_box(&mut page[0]) = 0;
-        }
+        let bytes = rdmacam_io::mem::resident_zeroed(len + LINE - 1);
         let at = bytes.as_ptr().align_offset(LINE).min(LINE - 1);
         Memory {
             bytes,

@@ -8,6 +8,7 @@
 //! * [`icrc`]: the ICRC check of packets that arrive on a UDP socket without their IP header.
 //! * [`capture`]: pcapng captures of a socket's RoCEv2 traffic (`--pcap`).
 //! * [`poll`]: waiting for sockets, and busy-polling while a stream flows.
+//! * [`mem`]: buffers the data path fills, with their pages in place before the stream starts.
 //! * [`clock`]: the machine-wide monotonic clock that lines up the logs of several processes.
 //! * [`sockopt`]: socket options the standard library lacks (Don't Fragment, ...).
 //! * [`images`]: loading image files and converting them to the camera's pixel formats.
@@ -18,6 +19,7 @@ pub mod clock;
 pub mod gso;
 pub mod icrc;
 pub mod images;
+pub mod mem;
 pub mod poll;
 pub mod roce;
 pub mod sched;

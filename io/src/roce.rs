@@ -89,7 +89,9 @@ impl RecvBatch {
 
     fn with_slot(slot: usize) -> Self {
         RecvBatch {
-            buf: vec![0; slot * RECV_BATCH],
+            // in place now: the first receives to fill a GRO batch (2 MiB) would fault its pages
+            // in mid-stream
+            buf: crate::mem::resident_zeroed(slot * RECV_BATCH),
             slot,
             segs: Vec::with_capacity(RECV_BATCH * 64),
         }
