@@ -99,8 +99,21 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         }
         let before = self.window.snapshot();
         let armed_at = self.timer_armed_at(now);
+        let loss_before = self.earlier_loss;
         self.on_loss(now, self.una, true);
-        self.last_timeout = Some((now, armed_at, before));
+        // A go-back while an earlier one of the same silence is still unanswered: an ACK that
+        // shows this one spurious shows them all, so undoing it must give back the window and
+        // the loss memory from before the first. (Kept per timeout, the second one's snapshot
+        // was the window the first had collapsed, and its "loss before" the first timeout
+        // itself: beside a busy loop a stall of a few timeouts left the path counted lossy for
+        // a second, and each later pause went back at once, 362 packets in a 60 s soak.)
+        self.last_timeout = Some(match self.last_timeout {
+            Some((_, _, first)) => {
+                self.earlier_loss = loss_before;
+                (now, armed_at, first)
+            }
+            None => (now, armed_at, before),
+        });
         self.retry_left = self.retry_left.saturating_sub(1);
         // random loss, not congestion, is what times out here: back off twice at most
         self.backoff = (self.backoff + 1).min(2);
