@@ -53,7 +53,7 @@ fn camera_bin() -> PathBuf {
 }
 
 fn grab_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/grab_and_check.py")
+    aravis_file("grab_and_check.py")
 }
 
 /// A running `rdmacam run`, killed on drop.
@@ -169,6 +169,34 @@ fn camera_test(ip: Ipv4Addr, fps: &str, extra: &[&str]) -> CameraTest {
     r
 }
 
+/// `tests/aravis/NAME`, a host script of this repository's.
+fn aravis_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/aravis")
+        .join(name)
+}
+
+/// Run `tests/aravis/NAME.py args…` with the system Python (its aravis bindings) within
+/// `secs`; fails the test unless it exits 0. Returns its JSON line.
+fn aravis_script<S: AsRef<std::ffi::OsStr>>(
+    secs: u32,
+    name: &str,
+    args: impl IntoIterator<Item = S>,
+    what: &str,
+) -> String {
+    let script = aravis_file(&format!("{name}.py"));
+    check_script(secs, Path::new(SYSTEM_PYTHON), &script, args, what)
+}
+
+/// [`aravis_script`] on both of aravis's receive paths: its default (a packet socket, as
+/// root) and its socket path (`--socket`).
+fn aravis_script_on_both_paths(name: &str, args: &[&str]) {
+    for extra in [&[][..], &["--socket"][..]] {
+        let all = args.iter().chain(extra).copied();
+        aravis_script(120, name, all, &format!("{name} {extra:?}"));
+    }
+}
+
 /// The aravis-based content checker: every frame complete, counter consecutive, gradient exact.
 /// Returns its JSON line.
 fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) -> String {
@@ -176,10 +204,9 @@ fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) -> String {
     let args = [ip.as_str(), frames.as_str()]
         .into_iter()
         .chain(extra.iter().copied());
-    check_script(
+    aravis_script(
         60,
-        Path::new(SYSTEM_PYTHON),
-        &grab_script(),
+        "grab_and_check",
         args,
         &format!("grab_and_check {ip} {extra:?}"),
     )
@@ -487,7 +514,7 @@ fn arv_test_suite_passes_at_default_settings() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let ip = Ipv4Addr::new(127, 0, 0, 13);
     let _cam = Camera::start(None, ip, "ARVTEST13", &[]);
-    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/arv-test.cfg");
+    let cfg = aravis_file("arv-test.cfg");
     for extra in [&[][..], &["--packet-socket"][..]] {
         let out = Command::new("timeout")
             .args(["300", "arv-test-0.8", "-n", "*ARVTEST13*", "-c"])
@@ -595,21 +622,7 @@ fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let ip = Ipv4Addr::new(127, 0, 0, 14);
     let _cam = Camera::start(None, ip, "TRIGGERS", &["--trigger-hz", "20"]);
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/triggers_and_chunks.py");
-    let ip = ip.to_string();
-    for extra in [&[][..], &["--socket"][..]] {
-        let args = [ip.as_str(), "--line-hz", "20"]
-            .into_iter()
-            .chain(extra.iter().copied());
-        check_script(
-            120,
-            Path::new(SYSTEM_PYTHON),
-            &script,
-            args,
-            &format!("triggers_and_chunks {extra:?}"),
-        );
-    }
+    aravis_script_on_both_paths("triggers_and_chunks", &[&ip.to_string(), "--line-hz", "20"]);
 }
 
 /// A rig from one command: `rdmacam run --cameras 8` in a network namespace; one
@@ -679,7 +692,7 @@ fn aravis_receives_replayed_images_byte_for_byte() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/replay_images.py");
+    let script = aravis_file("replay_images.py");
     let dir = tempfile::tempdir().unwrap();
     let made = Command::new("/usr/bin/python3")
         .arg(&script)
@@ -697,10 +710,9 @@ fn aravis_receives_replayed_images_byte_for_byte() {
     );
     let (ip, shots) = (ip.to_string(), dir.path().to_str().unwrap());
     for format in ["Mono8", "BayerRG8", "RGB8"] {
-        check_script(
+        aravis_script(
             60,
-            Path::new(SYSTEM_PYTHON),
-            &script,
+            "replay_images",
             ["check", &ip, shots, "--format", format, "--frames", "9"],
             &format!("replay_images {format}"),
         );
@@ -716,7 +728,7 @@ fn a_rig_file_serves_two_different_cameras() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/replay_images.py");
+    let script = aravis_file("replay_images.py");
     let dir = tempfile::tempdir().unwrap();
     assert!(
         Command::new("/usr/bin/python3")
@@ -763,10 +775,9 @@ height = 480
     }
     let _cam = Kill(cam);
     let shots = dir.path().join("shots");
-    check_script(
+    aravis_script(
         60,
-        Path::new(SYSTEM_PYTHON),
-        &script,
+        "replay_images",
         [
             "check",
             "127.0.0.40",
@@ -794,20 +805,9 @@ fn aravis_sees_each_injected_fault_and_the_camera_recovers() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/aravis/faults.py");
     let ip = Ipv4Addr::new(127, 0, 0, 15);
     let cam = Camera::start(None, ip, "FAULTS", &[]);
-    let ip = ip.to_string();
-    for extra in [&[][..], &["--socket"][..]] {
-        let args = [ip.as_str()].into_iter().chain(extra.iter().copied());
-        check_script(
-            120,
-            Path::new(SYSTEM_PYTHON),
-            &script,
-            args,
-            &format!("faults {extra:?}"),
-        );
-    }
+    aravis_script_on_both_paths("faults", &[&ip.to_string()]);
     drop(cam);
     let ip = Ipv4Addr::new(127, 0, 0, 16);
     let _cam = Camera::start(
@@ -823,12 +823,10 @@ fn aravis_sees_each_injected_fault_and_the_camera_recovers() {
             "duplicate:p=0.01",
         ],
     );
-    let ip = ip.to_string();
-    check_script(
+    aravis_script(
         120,
-        Path::new(SYSTEM_PYTHON),
-        &script,
-        [ip.as_str(), "--cli"],
+        "faults",
+        [ip.to_string().as_str(), "--cli"],
         "faults --cli",
     );
 }
