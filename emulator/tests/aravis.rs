@@ -46,6 +46,12 @@ fn aravis_available() -> bool {
     ok
 }
 
+/// This test's turn with aravis: the lock that runs these tests one at a time, or `None` (the
+/// test skips) when aravis's tools are missing or `also`, the test's own needs, is false.
+fn aravis_turn(also: bool) -> Option<std::sync::MutexGuard<'static, ()>> {
+    (aravis_available() && also).then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn camera_bin() -> PathBuf {
     std::env::var_os("RDMACAM_BIN")
         .map(PathBuf::from)
@@ -214,10 +220,9 @@ fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) -> String {
 
 #[test]
 fn aravis_discovers_configures_and_streams_from_the_virtual_camera() {
-    if !aravis_available() {
+    let Some(_serial) = aravis_turn(true) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let ip = Ipv4Addr::new(127, 0, 0, 7);
     let _cam = Camera::start(None, ip, "ARVTEST7", &[]);
 
@@ -423,10 +428,9 @@ fn can_make_netns() -> bool {
 
 #[test]
 fn aravis_over_a_lossy_veth_recovers_every_frame_by_packet_resend() {
-    if !aravis_available() || !can_make_netns() {
+    let Some(_serial) = aravis_turn(can_make_netns()) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let ns = Netns::new("l", (std::process::id() % 200) as u8 + 20, 1);
     let ip: Ipv4Addr = format!("10.77.{}.2", (std::process::id() % 200) + 20)
         .parse()
@@ -470,10 +474,9 @@ fn aravis_over_a_lossy_veth_recovers_every_frame_by_packet_resend() {
 /// packet): 40 frames, every pixel checked.
 #[test]
 fn aravis_default_receive_paths_get_every_pixel() {
-    if !aravis_available() || !can_make_netns() {
+    let Some(_serial) = aravis_turn(can_make_netns()) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let ip = Ipv4Addr::new(127, 0, 0, 12);
     let cam = Camera::start(None, ip, "DEFAULTPATH", &[]);
     grab_and_check(ip, 40, &[]);
@@ -508,10 +511,9 @@ fn aravis_default_receive_paths_get_every_pixel() {
 /// receive path and on the packet socket.
 #[test]
 fn arv_test_suite_passes_at_default_settings() {
-    if !aravis_available() {
+    let Some(_serial) = aravis_turn(true) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let ip = Ipv4Addr::new(127, 0, 0, 13);
     let _cam = Camera::start(None, ip, "ARVTEST13", &[]);
     let cfg = aravis_file("arv-test.cfg");
@@ -544,10 +546,9 @@ fn arv_test_suite_passes_at_default_settings() {
 /// unicast DISCOVERY to an address no camera has gets no answer.
 #[test]
 fn rdmacam_and_aravis_fake_camera_share_a_machine() {
-    if !aravis_available() || !can_make_netns() || !have("arv-fake-gv-camera-0.8") {
+    let Some(_serial) = aravis_turn(can_make_netns() && have("arv-fake-gv-camera-0.8")) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let name = format!("rdmacam-coex-{}", std::process::id());
     let bin = camera_bin();
     let script = format!(
@@ -616,10 +617,9 @@ wait $fake $c2 $c3 2>/dev/null
 /// frames whole pulse periods apart.
 #[test]
 fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
-    if !aravis_available() {
+    let Some(_serial) = aravis_turn(true) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let ip = Ipv4Addr::new(127, 0, 0, 14);
     let _cam = Camera::start(None, ip, "TRIGGERS", &["--trigger-hz", "20"]);
     aravis_script_on_both_paths("triggers_and_chunks", &[&ip.to_string(), "--line-hz", "20"]);
@@ -630,10 +630,9 @@ fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
 /// from two of them at once, every pixel checked.
 #[test]
 fn eight_cameras_from_one_process_are_listed_and_two_stream_at_once() {
-    if !aravis_available() || !can_make_netns() {
+    let Some(_serial) = aravis_turn(can_make_netns()) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let name = format!("rdmacam-rig-{}", std::process::id());
     let bin = camera_bin();
     let script = format!(
@@ -688,10 +687,9 @@ kill $cam
 /// (`tests/aravis/replay_images.py`).
 #[test]
 fn aravis_receives_replayed_images_byte_for_byte() {
-    if !aravis_available() {
+    let Some(_serial) = aravis_turn(true) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let script = aravis_file("replay_images.py");
     let dir = tempfile::tempdir().unwrap();
     let made = Command::new("/usr/bin/python3")
@@ -724,10 +722,9 @@ fn aravis_receives_replayed_images_byte_for_byte() {
 /// byte (tests/aravis/replay_images.py, tests/aravis/grab_and_check.py).
 #[test]
 fn a_rig_file_serves_two_different_cameras() {
-    if !aravis_available() {
+    let Some(_serial) = aravis_turn(true) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let script = aravis_file("replay_images.py");
     let dir = tempfile::tempdir().unwrap();
     assert!(
@@ -801,10 +798,9 @@ height = 480
 /// duplicates counted.
 #[test]
 fn aravis_sees_each_injected_fault_and_the_camera_recovers() {
-    if !aravis_available() {
+    let Some(_serial) = aravis_turn(true) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let ip = Ipv4Addr::new(127, 0, 0, 15);
     let cam = Camera::start(None, ip, "FAULTS", &[]);
     aravis_script_on_both_paths("faults", &[&ip.to_string()]);
