@@ -35,27 +35,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind not installed (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release -q -p rdmacam-protocol --example header_path --example gvsp_path
-bin=target/release/examples/header_path
+ex=target/release/examples
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-count() { # ARGS... -> total instructions
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/out" "$bin" "$@" >/dev/null 2>&1
+count() { # EXAMPLE ARGS... -> total instructions
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/out" "$ex/$1" "${@:2}" >/dev/null 2>&1
   awk '/^summary:/ {print $2}' "$tmp/out"
 }
-per_packet() { # the example's arguments after the packet count -> instructions per packet
+per_packet() { # EXAMPLE, then its arguments after the packet count -> instructions per packet
   local a b
-  a=$(count 1000 "$@"); b=$(count 11000 "$@")
+  a=$(count "$1" 1000 "${@:2}"); b=$(count "$1" 11000 "${@:2}")
   echo $(( (b - a) / 10000 ))
 }
-one=$(per_packet 0)
-middle=$(per_packet 4194304)
-floor=$(per_packet 4096 floor)
+one=$(per_packet header_path 0)
+middle=$(per_packet header_path 4194304)
+floor=$(per_packet header_path 4096 floor)
 echo "x86_one_packet_write_instructions=$one"
 echo "x86_middle_instructions_beyond_crc=$(( middle - floor ))"
 echo "x86_icrc_floor_instructions=$floor"
-bin=target/release/examples/gvsp_path
-echo "x86_gvsp_packet_instructions=$(per_packet)"
-echo "x86_gvsp_copy_floor_instructions=$(per_packet copy)"
+echo "x86_gvsp_packet_instructions=$(per_packet gvsp_path)"
+echo "x86_gvsp_copy_floor_instructions=$(per_packet gvsp_path copy)"
 
 if ! command -v qemu-system-arm >/dev/null; then
   echo "packet-cost: qemu-system-arm not installed: no arm_* figures" >&2

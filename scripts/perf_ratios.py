@@ -402,8 +402,7 @@ def rig_gbit(bindir, n):
     return total * 8 / secs / 1e9
 
 
-SECTIONS = ("sender", "busy", "latency", "goodput", "gvsp", "rig")
-# the binaries each section runs from a build directory
+# the binaries each section runs from a build directory, in the order the sections run
 NEEDS = {
     "sender": ("rdmacam", "rdmacam-host", "examples/udp_blast"),
     "busy": ("rdmacam", "rdmacam-host"),
@@ -412,6 +411,7 @@ NEEDS = {
     "gvsp": ("rdmacam",),
     "rig": ("rdmacam", "rdmacam-host"),
 }
+SECTIONS = tuple(NEEDS)
 ARAVIS_TOOLS = ("arv-camera-test-0.8", "arv-fake-gv-camera-0.8")
 
 

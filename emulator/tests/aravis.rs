@@ -47,19 +47,16 @@ fn aravis_available() -> bool {
 }
 
 /// This test's turn with aravis: the lock that runs these tests one at a time, or `None` (the
-/// test skips) when aravis's tools are missing or `also`, the test's own needs, is false.
-fn aravis_turn(also: bool) -> Option<std::sync::MutexGuard<'static, ()>> {
-    (aravis_available() && also).then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+/// test skips) when aravis's tools are missing or, asked only then, `also` (the test's own
+/// needs) says no.
+fn aravis_turn(also: impl FnOnce() -> bool) -> Option<std::sync::MutexGuard<'static, ()>> {
+    (aravis_available() && also()).then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn camera_bin() -> PathBuf {
     std::env::var_os("RDMACAM_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rdmacam")))
-}
-
-fn grab_script() -> PathBuf {
-    aravis_file("grab_and_check.py")
 }
 
 /// A running `rdmacam run`, killed on drop.
@@ -220,7 +217,7 @@ fn grab_and_check(ip: Ipv4Addr, frames: u32, extra: &[&str]) -> String {
 
 #[test]
 fn aravis_discovers_configures_and_streams_from_the_virtual_camera() {
-    let Some(_serial) = aravis_turn(true) else {
+    let Some(_serial) = aravis_turn(|| true) else {
         return;
     };
     let ip = Ipv4Addr::new(127, 0, 0, 7);
@@ -428,7 +425,7 @@ fn can_make_netns() -> bool {
 
 #[test]
 fn aravis_over_a_lossy_veth_recovers_every_frame_by_packet_resend() {
-    let Some(_serial) = aravis_turn(can_make_netns()) else {
+    let Some(_serial) = aravis_turn(can_make_netns) else {
         return;
     };
     let ns = Netns::new("l", (std::process::id() % 200) as u8 + 20, 1);
@@ -474,7 +471,7 @@ fn aravis_over_a_lossy_veth_recovers_every_frame_by_packet_resend() {
 /// packet): 40 frames, every pixel checked.
 #[test]
 fn aravis_default_receive_paths_get_every_pixel() {
-    let Some(_serial) = aravis_turn(can_make_netns()) else {
+    let Some(_serial) = aravis_turn(can_make_netns) else {
         return;
     };
     let ip = Ipv4Addr::new(127, 0, 0, 12);
@@ -511,7 +508,7 @@ fn aravis_default_receive_paths_get_every_pixel() {
 /// receive path and on the packet socket.
 #[test]
 fn arv_test_suite_passes_at_default_settings() {
-    let Some(_serial) = aravis_turn(true) else {
+    let Some(_serial) = aravis_turn(|| true) else {
         return;
     };
     let ip = Ipv4Addr::new(127, 0, 0, 13);
@@ -546,7 +543,7 @@ fn arv_test_suite_passes_at_default_settings() {
 /// unicast DISCOVERY to an address no camera has gets no answer.
 #[test]
 fn rdmacam_and_aravis_fake_camera_share_a_machine() {
-    let Some(_serial) = aravis_turn(can_make_netns() && have("arv-fake-gv-camera-0.8")) else {
+    let Some(_serial) = aravis_turn(|| can_make_netns() && have("arv-fake-gv-camera-0.8")) else {
         return;
     };
     let name = format!("rdmacam-coex-{}", std::process::id());
@@ -617,7 +614,7 @@ wait $fake $c2 $c3 2>/dev/null
 /// frames whole pulse periods apart.
 #[test]
 fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
-    let Some(_serial) = aravis_turn(true) else {
+    let Some(_serial) = aravis_turn(|| true) else {
         return;
     };
     let ip = Ipv4Addr::new(127, 0, 0, 14);
@@ -630,7 +627,7 @@ fn aravis_triggers_chunks_and_line0_on_both_receive_paths() {
 /// from two of them at once, every pixel checked.
 #[test]
 fn eight_cameras_from_one_process_are_listed_and_two_stream_at_once() {
-    let Some(_serial) = aravis_turn(can_make_netns()) else {
+    let Some(_serial) = aravis_turn(can_make_netns) else {
         return;
     };
     let name = format!("rdmacam-rig-{}", std::process::id());
@@ -654,7 +651,7 @@ rm -f /tmp/rig-a.$$ /tmp/rig-b.$$
 kill $cam
 "#,
         bin = bin.display(),
-        grab = grab_script().display()
+        grab = aravis_file("grab_and_check.py").display()
     );
     assert!(
         Command::new("ip")
@@ -687,7 +684,7 @@ kill $cam
 /// (`tests/aravis/replay_images.py`).
 #[test]
 fn aravis_receives_replayed_images_byte_for_byte() {
-    let Some(_serial) = aravis_turn(true) else {
+    let Some(_serial) = aravis_turn(|| true) else {
         return;
     };
     let script = aravis_file("replay_images.py");
@@ -722,7 +719,7 @@ fn aravis_receives_replayed_images_byte_for_byte() {
 /// byte (tests/aravis/replay_images.py, tests/aravis/grab_and_check.py).
 #[test]
 fn a_rig_file_serves_two_different_cameras() {
-    let Some(_serial) = aravis_turn(true) else {
+    let Some(_serial) = aravis_turn(|| true) else {
         return;
     };
     let script = aravis_file("replay_images.py");
@@ -798,7 +795,7 @@ height = 480
 /// duplicates counted.
 #[test]
 fn aravis_sees_each_injected_fault_and_the_camera_recovers() {
-    let Some(_serial) = aravis_turn(true) else {
+    let Some(_serial) = aravis_turn(|| true) else {
         return;
     };
     let ip = Ipv4Addr::new(127, 0, 0, 15);

@@ -143,6 +143,8 @@ fn fill_scaled(seed: u64, frame: &Frame, at: usize, out: &mut [u8]) {
 /// Gradient bytes copied at once: a 1,400-byte GVSP packet's pixels in one piece, two where a
 /// row ends inside it.
 const RAMP_PIECE: usize = 4096;
+// every piece of a row starts at the row's first value only if a piece is whole ramp periods
+const _: () = assert!(RAMP_PIECE % 256 == 0);
 
 /// 0, 1, .., 255, 0, 1, ..: any [`RAMP_PIECE`] consecutive gradient bytes of a row are a window
 /// of it, starting in its first 256 bytes.
