@@ -199,9 +199,9 @@ class Sitting:
         for k in range(self.runs):
             for s, b in self.turns(k):
                 j, c = camera_into_host(b, frames=600, fps=300, link=None)
-                cpu_paced[s].append(c / (j["bytes_received"] / 1e9))
+                paced_s_per_gb = c / (j["bytes_received"] / 1e9)
                 print(f"# sender{s} at its default pace, 300 fps: camera {j['gbit_per_s']:.2f} "
-                      f"Gbit/s {cpu_paced[s][-1]:.3f} s/GB", flush=True)
+                      f"Gbit/s {paced_s_per_gb:.3f} s/GB", flush=True)
                 j, c = camera_into_host(b, fps=1000)
                 host_cpu_paced[s].append(host_stream_cpu(j) / c)
                 print(f"# sender{s} at 1000 fps: camera {j['gbit_per_s']:.2f} Gbit/s, host CPU "
@@ -211,7 +211,7 @@ class Sitting:
                 gb = j["bytes_received"] / 1e9
                 rate[s].append(j["gbit_per_s"] / ref_gbit)
                 cpu[s].append((c / gb) / ref_cpu)
-                cpu_paced[s][-1] /= ref_cpu
+                cpu_paced[s].append(paced_s_per_gb / ref_cpu)
                 retx[s] += j["retransmitted_packets"]
                 host_cpu[s].append(host_stream_cpu(j) / c)
                 host_cpu_start[s].append(j["host_cpu_s"] / c)
