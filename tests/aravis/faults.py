@@ -21,6 +21,12 @@ recovers:
 
 FaultInjectedCount must equal what was asked each time.
 
+On the socket path (--socket) each phase also counts the datagrams this machine's kernel
+dropped for want of receive buffer (UDP RcvbufErrors). aravis's default socket buffer holds
+less than one frame, so a receive thread held off for ~2 ms loses a frame the camera sent
+whole: a phase that fails while such drops happened is reported under host_overruns and run
+again (at most twice); see docs/virtual-camera.md.
+
 usage: faults.py ADDRESS [--socket] [--cli]
 Prints one JSON line; exit 0 only if every check passed.
 """
@@ -38,13 +44,22 @@ W, H = 640, 480
 EXPECTED = bytearray((x + y) & 0xFF for y in range(H) for x in range(W))
 KINDS = ["PacketLoss", "PacketReorder", "PacketDuplicate", "FrameDrop", "PacketCorrupt",
          "StreamStall", "ControlSilence", "Reboot", "ResendUnavailable", "EcnMark"]
+TIMED = ("StreamStall", "ControlSilence", "Reboot")
 STATS = ["n_completed_buffers", "n_failures", "n_missing_frames", "n_resend_requests",
          "n_resent_packets", "n_duplicated_packets", "n_error_packets", "n_missing_packets"]
+
+
+def rcvbuf_drops():
+    """Datagrams the host's kernel dropped for want of socket buffer (all UDP sockets)."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Udp:")]
+    return int(rows[1][rows[0].index("RcvbufErrors")])
 
 
 class Host:
     def __init__(self, address, socket):
         self.cam = Aravis.Camera.new(address)
+        self.socket = socket
         self.lost = False
         self.last_id = None
         self.cam.get_device().connect("control-lost", self.on_lost)
@@ -65,7 +80,11 @@ class Host:
         self.lost = True
 
     def stats(self):
-        return {n: self.stream.get_info_uint64_by_name(n) for n in STATS}
+        s = {n: self.stream.get_info_uint64_by_name(n) for n in STATS}
+        if self.socket:
+            # on the packet-socket path aravis's UDP socket is never read: its drops say nothing
+            s["rcvbuf_drops"] = rcvbuf_drops()
+        return s
 
     def grab(self, n, timeout_s=2.0):
         """n buffers: (status nick, frame id, pixels right, arrival time)."""
@@ -88,8 +107,7 @@ class Host:
     def inject(self, kind, amount=None):
         self.cam.set_string("FaultSelector", kind)
         if amount is not None:
-            timed = kind in ("StreamStall", "ControlSilence", "Reboot")
-            self.cam.set_integer("FaultDuration" if timed else "FaultCount", amount)
+            self.cam.set_integer("FaultDuration" if kind in TIMED else "FaultCount", amount)
         self.cam.execute_command("FaultInject")
 
     def injected(self, kind):
@@ -116,106 +134,158 @@ def main():
 
     problems = []
     facts = {}
+    overruns = []
 
-    def expect(what, ok, detail):
-        if not ok:
-            problems.append("%s: %s" % (what, detail))
+    def checked(what, attempt):
+        """Run `attempt` (returns its problems and its stats' differences) until it passes. On
+        the socket path, an attempt that failed while this machine's kernel dropped datagrams
+        for want of receive buffer (UDP RcvbufErrors: aravis's socket buffer holds less than
+        one frame at the default net.core.rmem_max, so a receive thread held off for ~2 ms
+        loses most of a frame, too much for aravis to ask again) is the host's loss, not the
+        camera's: it is written down and the attempt repeated, at most twice. A failure
+        without such drops, or a third one, stands."""
+        for _ in range(3):
+            found, d = attempt()
+            drops = d.get("rcvbuf_drops", 0)
+            if not found or not drops:
+                break
+            overruns.append({"phase": what, "rcvbuf_drops": drops, "problems": found})
+        problems.extend(found)
+        return d
 
-    def all_good(what, frames):
+    def all_good(found, what, frames):
         bad = [f for f in frames if f[0] != "success" or not f[2]]
-        expect(what, not bad, "%d of %d buffers bad: %s" % (len(bad), len(frames), bad[:3]))
+        if bad:
+            found.append("%s: %d of %d buffers bad: %s" % (what, len(bad), len(frames), bad[:3]))
+
+    def expect(found, what, ok, detail):
+        if not ok:
+            found.append("%s: %s" % (what, detail))
 
     host = Host(a.address, a.socket)
     if a.cli:
         before = host.stats()
         frames = host.grab(100)
         after = host.stats()
-        all_good("cli faults", frames)
+        found = []
+        all_good(found, "cli faults", frames)
         d = {k: after[k] - before[k] for k in STATS}
         facts["cli"] = d
-        expect("cli loss asks for resends", d["n_resent_packets"] > 0, d)
-        expect("cli duplicates seen", d["n_duplicated_packets"] > 0, d)
+        expect(found, "cli loss asks for resends", d["n_resent_packets"] > 0, d)
+        expect(found, "cli duplicates seen", d["n_duplicated_packets"] > 0, d)
+        problems.extend(found)
         host.close()
         return report(problems, facts)
 
-    all_good("before any fault", host.grab(10))
-    # FaultInjectedCount counts since the camera started: compare differences
+    def grab_good(what, n=10):
+        def attempt():
+            before = host.stats()
+            found = []
+            all_good(found, what, host.grab(n))
+            return found, diff(before, host.stats())
+        return checked(what, attempt)
+
+    grab_good("before any fault")
+    # FaultInjectedCount counts since the camera started: compare differences, against what
+    # this script asked for (timed faults count once per injection)
     counted = {k: host.injected(k) for k in KINDS}
+    asked = {k: 0 for k in KINDS}
 
-    def injected_now(kind):
-        return host.injected(kind) - counted[kind]
+    def phase(kind, amount, n=20, extra=None, checks=None):
+        """Inject `kind` (`amount` packets, frames or ms), grab `n` buffers, run `checks(found,
+        frames, d, injected)` on this attempt's own counts; repeated on a host overrun."""
+        def attempt():
+            before = host.stats()
+            was = host.injected(kind)
+            host.inject(kind, amount)
+            asked[kind] += 1 if kind in TIMED else amount
+            if extra:
+                extra()
+            frames = host.grab(n)
+            d = diff(before, host.stats())
+            found = []
+            checks(found, frames, d, host.injected(kind) - was)
+            facts[kind] = d
+            return found, d
+        return checked(kind, attempt)
 
-    def phase(kind, amount, n=20, extra=None):
-        before = host.stats()
-        host.inject(kind, amount)
-        if extra:
-            extra()
-        frames = host.grab(n)
-        after = host.stats()
-        d = {k: after[k] - before[k] for k in STATS}
-        facts[kind] = d
-        return frames, d
+    def loss(found, frames, d, injected):
+        all_good(found, "PacketLoss", frames)
+        expect(found, "PacketLoss resent", d["n_resent_packets"] >= 5, d)
+        expect(found, "PacketLoss counted", injected == 5, injected)
+    phase("PacketLoss", 5, checks=loss)
 
-    frames, d = phase("PacketLoss", 5)
-    all_good("PacketLoss", frames)
-    expect("PacketLoss resent", d["n_resent_packets"] >= 5, d)
-    expect("PacketLoss counted", injected_now("PacketLoss") == 5, injected_now("PacketLoss"))
+    def reorder(found, frames, d, injected):
+        all_good(found, "PacketReorder", frames)
+        expect(found, "PacketReorder counted", injected == 5, injected)
+    phase("PacketReorder", 5, checks=reorder)
 
-    frames, d = phase("PacketReorder", 5)
-    all_good("PacketReorder", frames)
-    expect("PacketReorder counted", injected_now("PacketReorder") == 5, "")
+    def duplicate(found, frames, d, injected):
+        all_good(found, "PacketDuplicate", frames)
+        expect(found, "PacketDuplicate seen", d["n_duplicated_packets"] >= 5, d)
+    phase("PacketDuplicate", 5, checks=duplicate)
 
-    frames, d = phase("PacketDuplicate", 5)
-    all_good("PacketDuplicate", frames)
-    expect("PacketDuplicate seen", d["n_duplicated_packets"] >= 5, d)
+    last_id = [None]
 
-    last = host.last_id
-    frames, d = phase("FrameDrop", 3)
-    all_good("FrameDrop", frames)
-    ids = [last] + [f[1] for f in frames]
-    skipped = sum(b - a_ - 1 for a_, b in zip(ids, ids[1:]))
-    expect("FrameDrop: frame ids skip 3", skipped == 3, ids)
-    # aravis counts gaps, not frames: three frames in a row are one gap
-    expect("FrameDrop: n_missing_frames", d["n_missing_frames"] == 1, d)
-    expect("FrameDrop counted", injected_now("FrameDrop") == 3, "")
+    def frame_drop(found, frames, d, injected):
+        all_good(found, "FrameDrop", frames)
+        ids = last_id + [f[1] for f in frames]
+        skipped = sum(b - a_ - 1 for a_, b in zip(ids, ids[1:]))
+        expect(found, "FrameDrop: frame ids skip 3", skipped == 3, ids)
+        # aravis counts gaps, not frames: three frames in a row are one gap
+        expect(found, "FrameDrop: n_missing_frames", d["n_missing_frames"] == 1, d)
+        expect(found, "FrameDrop counted", injected == 3, injected)
+    # the last frame id before the drop (frames before the injection are already taken)
+    phase("FrameDrop", 3, extra=lambda: last_id.__setitem__(0, host.last_id), checks=frame_drop)
 
-    frames, d = phase("PacketCorrupt", 1)
-    wrong = [f for f in frames if f[0] == "success" and not f[2]]
-    expect("PacketCorrupt: buffers complete", all(f[0] == "success" for f in frames), frames[:3])
-    expect("PacketCorrupt: one buffer with wrong pixels", len(wrong) == 1, len(wrong))
-    all_good("after PacketCorrupt", host.grab(10))
+    def corrupt(found, frames, d, injected):
+        wrong = [f for f in frames if f[0] == "success" and not f[2]]
+        expect(found, "PacketCorrupt: buffers complete", all(f[0] == "success" for f in frames),
+               frames[:3])
+        expect(found, "PacketCorrupt: one buffer with wrong pixels", len(wrong) == 1, len(wrong))
+    phase("PacketCorrupt", 1, checks=corrupt)
+    grab_good("after PacketCorrupt")
 
     # one lost packet whose resend the camera cannot serve
-    frames, d = phase("ResendUnavailable", 1, extra=lambda: host.inject("PacketLoss", 1))
-    failed = [f for f in frames if f[0] != "success"]
-    expect("ResendUnavailable: an error packet", d["n_error_packets"] >= 1, d)
-    expect("ResendUnavailable: one buffer failed", len(failed) == 1, [f[0] for f in frames])
-    expect("ResendUnavailable counted", injected_now("ResendUnavailable") == 1, "")
-    all_good("after ResendUnavailable", host.grab(10))
+    def unavailable(found, frames, d, injected):
+        failed = [f for f in frames if f[0] != "success"]
+        expect(found, "ResendUnavailable: an error packet", d["n_error_packets"] >= 1, d)
+        expect(found, "ResendUnavailable: one buffer failed", len(failed) == 1,
+               [f[0] for f in frames])
+        expect(found, "ResendUnavailable counted", injected == 1, injected)
+
+    def lose_one():
+        host.inject("PacketLoss", 1)
+        asked["PacketLoss"] += 1
+    phase("ResendUnavailable", 1, extra=lose_one, checks=unavailable)
+    grab_good("after ResendUnavailable")
 
     def quiet_phase(kind, ms, n, min_gap_s, what):
         """A timed fault: the longest wait between buffers, and good buffers after it."""
-        t0 = time.monotonic()
-        frames, _ = phase(kind, ms, n=n)
-        times = [f[3] for f in frames]
-        gap = max(b - a_ for a_, b in zip([t0] + times, times))
-        expect("%s: %s" % (kind, what), gap >= min_gap_s, gap)
-        expect("%s: recovered" % kind, all(f[0] == "success" and f[2] for f in frames[-10:]),
-               [f[0] for f in frames])
-        return round(gap, 3)
+        def checks(found, frames, d, injected):
+            times = [f[3] for f in frames]
+            gap = max(b - a_ for a_, b in zip([t_inject[0]] + times, times))
+            facts[kind + "_gap_s"] = round(gap, 3)
+            expect(found, "%s: %s" % (kind, what), gap >= min_gap_s, gap)
+            expect(found, "%s: recovered" % kind,
+                   all(f[0] == "success" and f[2] for f in frames[-10:]),
+                   [f[0] for f in frames])
+            expect(found, "%s counted" % kind, injected == 1, injected)
+        t_inject = [0.0]
+        phase(kind, ms, n=n, extra=lambda: t_inject.__setitem__(0, time.monotonic()),
+              checks=checks)
 
-    facts["stall_gap_s"] = quiet_phase("StreamStall", 600, 30, 0.45, "a gap of about 600 ms")
-    facts["silence_gap_s"] = quiet_phase("ControlSilence", 1500, 40, 1.2,
-                                         "quiet for about 1.5 s")
-    expect("ControlSilence: control kept", not host.lost, "control-lost raised")
-    expect("ControlSilence counted", injected_now("ControlSilence") == 1, "")
+    quiet_phase("StreamStall", 600, 30, 0.45, "a gap of about 600 ms")
+    quiet_phase("ControlSilence", 1500, 40, 1.2, "quiet for about 1.5 s")
+    expect(problems, "ControlSilence: control kept", not host.lost, "control-lost raised")
 
     host.inject("Reboot", 1000)
+    asked["Reboot"] += 1
     deadline = time.monotonic() + 10
     while not host.lost and time.monotonic() < deadline:
         GLib.MainContext.default().iteration(False)
         time.sleep(0.05)
-    expect("Reboot: aravis raises control-lost", host.lost, "no signal in 10 s")
+    expect(problems, "Reboot: aravis raises control-lost", host.lost, "no signal in 10 s")
     host.close()
     del host
     time.sleep(1.0)
@@ -226,15 +296,23 @@ def main():
             break
         except GLib.Error:
             time.sleep(0.5)
-    expect("Reboot: the camera is back", again is not None, "no answer")
+    expect(problems, "Reboot: the camera is back", again is not None, "no answer")
     if again is not None:
-        all_good("after Reboot", again.grab(10))
-        expect("ControlSilence count kept across the reboot",
-               again.injected("ControlSilence") - counted["ControlSilence"] == 1, "")
+        host = again
+        grab_good("after Reboot")
         # the counts are the run's (the test harness's view), kept across the reboot
-        expect("Reboot counted", again.injected("Reboot") - counted["Reboot"] == 1, "")
+        for k in ("ControlSilence", "Reboot", "PacketLoss"):
+            n = again.injected(k) - counted[k]
+            expect(problems, "%s count kept across the reboot" % k, n == asked[k],
+                   "%d, asked %d" % (n, asked[k]))
         again.close()
+    if overruns:
+        facts["host_overruns"] = overruns
     return report(problems, facts)
+
+
+def diff(before, after):
+    return {k: after[k] - before[k] for k in before}
 
 
 def report(problems, facts):

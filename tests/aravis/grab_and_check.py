@@ -7,7 +7,10 @@ usage: grab_and_check.py ADDRESS N_FRAMES [--width W --height H --extended --fps
 Without --width/--height/--fps the camera's own settings stay (its defaults). Without --socket
 aravis picks its receive path as it does for any application: a packet socket when it may
 (root or CAP_NET_RAW, as arv-viewer), else a UDP socket; --socket forces the UDP socket.
-Prints one JSON line; exit 0 only if every frame checked out.
+Prints one JSON line; exit 0 only if every frame checked out. On the socket path it also says
+how many datagrams this machine's kernel dropped for want of receive buffer meanwhile
+(rcvbuf_drops, UDP RcvbufErrors): a frame lost so is the host's loss (see the note on aravis's
+socket buffer in docs/virtual-camera.md).
 """
 import argparse
 import json
@@ -17,6 +20,13 @@ import gi
 
 gi.require_version("Aravis", "0.8")
 from gi.repository import Aravis  # noqa: E402
+
+
+def rcvbuf_drops():
+    """UDP datagrams dropped for want of socket buffer, all sockets of this machine."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Udp:")]
+    return int(rows[1][rows[0].index("RcvbufErrors")])
 
 
 def main():
@@ -52,6 +62,7 @@ def main():
     cam.set_acquisition_mode(Aravis.AcquisitionMode.CONTINUOUS)
     if a.fps:
         cam.set_frame_rate(a.fps)
+    drops_before = rcvbuf_drops()
     cam.start_acquisition()
 
     w, h = width, height
@@ -79,6 +90,8 @@ def main():
                 good += 1
         stream.push_buffer(buf)
     cam.stop_acquisition()
+    # on the packet-socket path aravis's UDP socket is never read: its drops say nothing
+    drops = rcvbuf_drops() - drops_before if a.socket else None
     consecutive = all(b == a_ + 1 for a_, b in zip(counters, counters[1:]))
     if not consecutive:
         problems.append("frame counters not consecutive")
@@ -86,7 +99,8 @@ def main():
     print(json.dumps({"ok": ok, "good": good, "bad": bad, "width": w, "height": h,
                       "packet_size": cam.gv_get_packet_size(), "negotiated": negotiated,
                       "first_counter": counters[:1],
-                      "consecutive": consecutive, "problems": problems[:5]}))
+                      "consecutive": consecutive, "rcvbuf_drops": drops,
+                      "problems": problems[:5]}))
     return 0 if ok else 1
 
 
