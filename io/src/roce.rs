@@ -289,6 +289,12 @@ impl RoceSocket {
         Ok(())
     }
 
+    /// The receiving socket's buffer, bytes of kernel memory: what arrives while nobody reads
+    /// waits here, and what does not fit is dropped (UDP RcvbufErrors).
+    pub fn recv_buffer(&self) -> usize {
+        crate::sockopt::recv_buffer(&self.rx)
+    }
+
     /// The local address the socket is bound to (the destination of what it receives).
     pub fn local(&self) -> IpAddr {
         self.local
