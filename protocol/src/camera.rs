@@ -27,6 +27,9 @@ use crate::wire::Opcode;
 pub const MAX_SLOTS: usize = 8;
 /// A CM MAD packet: IPv6 (the larger), UDP, BTH, DETH, MAD, ICRC.
 pub const MAD_PACKET: usize = 40 + 8 + 12 + 8 + cm::MAD_LEN + 4;
+/// The most packets the camera keeps unacknowledged, as rxe does: a loss costs at most this
+/// many packets of go-back-N. A host's HOST_RX_WINDOW may lower it.
+pub const MAX_UNACKED: u32 = 128;
 
 type Qp = QueuePair<256, 256, 32, 1>;
 
@@ -254,6 +257,8 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// of [`poll_work`](Self::poll_work) and feeds back completions and host messages.
     pub fn with_external_transport(mut self) -> Self {
         self.external = true;
+        // the NIC decides how much is in flight: a host's HOST_RX_WINDOW would not be kept
+        self.device.orsp_mut().set_rx_window_capable(false);
         self
     }
 
@@ -443,7 +448,13 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         rq.retry_cnt = p.retry_cnt;
         rq.rnr_retry = p.rnr_retry;
         rq.ack_req_every = 64;
-        rq.max_unacked = 128; // like rxe: a loss costs at most 128 packets of go-back-N
+        // like rxe: a loss costs at most 128 packets of go-back-N; fewer when the host says it
+        // holds fewer unread (a software host's socket buffer: more would overflow it, and be
+        // resent, on a link that loses nothing)
+        rq.max_unacked = match p.host_rx_window {
+            0 => MAX_UNACKED,
+            w => w.min(MAX_UNACKED),
+        };
         rq.queue_slack_ns = self.queue_slack_ns;
         rq.icrc_offload = self.icrc_offload;
         // the link speed (or the host's RATE_LIMIT) caps the rate; DCQCN cuts it on CNPs, as

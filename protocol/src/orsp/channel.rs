@@ -109,6 +109,8 @@ pub struct ConnectParams {
     pub rate_limit_mbps: u32,
     /// DCQCN reacts to CNPs (CONGESTION_CONTROL 0).
     pub dcqcn: bool,
+    /// Most packets the host holds unread (HOST_RX_WINDOW; 0 = no limit from the host).
+    pub host_rx_window: u32,
     /// The host's GID (zero = derive `::ffff:` + SCDA).
     pub host_gid: [u8; 16],
 }
@@ -152,6 +154,8 @@ pub struct OrspChannel<const BUFS: usize> {
     tos_capable: bool,
     rate_limit: u32,
     congestion_control: u32,
+    host_rx_window: u32,
+    rx_window_capable: bool,
     write_chunk: u32,
     cm_port: u32,
     announced: Vec<Descriptor, BUFS>,
@@ -196,6 +200,8 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             tos_capable: true,
             rate_limit: 0,
             congestion_control: 0,
+            host_rx_window: 0,
+            rx_window_capable: true,
             write_chunk: DEFAULT_WRITE_CHUNK,
             cm_port: 0,
             announced: Vec::new(),
@@ -267,6 +273,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             regs::TX_TUNING => self.tx_tuning,
             regs::RATE_LIMIT => self.rate_limit,
             regs::CONGESTION_CONTROL => self.congestion_control,
+            regs::HOST_RX_WINDOW => self.host_rx_window,
             regs::MAX_CTRL_MSG => MAX_CTRL_MSG as u32,
             regs::DEV_RECV_DEPTH => DEV_RECV_DEPTH,
             regs::DEV_RECV_SIZE => DEV_RECV_SIZE,
@@ -353,6 +360,13 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
                 }
                 self.congestion_control = v;
             }
+            regs::HOST_RX_WINDOW => {
+                settable(locked)?;
+                if v > regs::MAX_HOST_RX_WINDOW {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.host_rx_window = v;
+            }
             regs::WRITE_CHUNK => {
                 if v != 0 && v < 4096 {
                     return Err(status::INVALID_PARAMETER);
@@ -438,6 +452,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             src_port: (self.tx_tuning >> 16) as u16,
             rate_limit_mbps: self.rate_limit,
             dcqcn: self.congestion_control == 0,
+            host_rx_window: self.host_rx_window,
             host_gid: self.host_gid,
         }
     }
@@ -469,7 +484,23 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// ORSP_CAPS.
     fn caps(&self) -> u32 {
         let tos = if self.tos_capable { regs::CAP_TOS } else { 0 };
-        regs::CAP_RC | regs::CAP_CHUNKS | regs::CAP_CM | tos | (self.max_pmtu << 8)
+        regs::CAP_RC
+            | regs::CAP_CHUNKS
+            | regs::CAP_CM
+            | tos
+            | if self.rx_window_capable {
+                regs::CAP_RX_WINDOW
+            } else {
+                0
+            }
+            | (self.max_pmtu << 8)
+    }
+
+    /// Whether the transport keeps HOST_RX_WINDOW (default yes: the requester of this crate
+    /// does). A transport whose NIC decides what is in flight (verbs) says no: CAPS bit 7
+    /// clears, and a host knows its window is not kept.
+    pub fn set_rx_window_capable(&mut self, capable: bool) {
+        self.rx_window_capable = capable;
     }
 
     /// Whether the transport puts TX_TUNING's DSCP/ECN byte on the wire (default yes). A
@@ -545,6 +576,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.tx_tuning = if self.tos_capable { ECT0 } else { 0 };
         self.rate_limit = 0;
         self.congestion_control = 0;
+        self.host_rx_window = 0;
         if !was_idle {
             self.last_error = event::CONTROL_LOST;
         }
@@ -983,6 +1015,46 @@ mod tests {
         parse_device(c.message(w.payload.handle, 0, w.len as usize).unwrap())
             .unwrap()
             .1
+    }
+
+    #[test]
+    fn host_rx_window_is_offered_checked_taken_at_connect_and_forgotten_with_control() {
+        let mut c: OrspChannel<8> = OrspChannel::new(0x100, 1, Pmtu::Mtu4096);
+        let t = TransportCounters::default();
+        let read = |c: &OrspChannel<8>, at| c.read_reg(at, &t).unwrap();
+        assert_ne!(read(&c, regs::ORSP_CAPS) & regs::CAP_RX_WINDOW, 0);
+        assert_eq!(
+            read(&c, regs::HOST_RX_WINDOW),
+            0,
+            "no limit until a host sets one"
+        );
+        assert_eq!(
+            c.write_reg(regs::HOST_RX_WINDOW, regs::MAX_HOST_RX_WINDOW + 1),
+            Err(status::INVALID_PARAMETER),
+            "beyond half the PSN space"
+        );
+        c.write_reg(regs::HOST_RX_WINDOW, 48).unwrap();
+        c.write_reg(regs::HOST_QPN, 0x11).unwrap();
+        let p = c
+            .write_reg(regs::CONTROL, regs::CONTROL_CONNECT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.host_rx_window, 48);
+        assert_eq!(
+            c.write_reg(regs::HOST_RX_WINDOW, 100),
+            Err(status::WRITE_PROTECT),
+            "taken at CONNECT, fixed while connected"
+        );
+        assert_eq!(read(&c, regs::HOST_RX_WINDOW), 48);
+        c.control_lost();
+        assert_eq!(
+            read(&c, regs::HOST_RX_WINDOW),
+            0,
+            "the next host starts afresh"
+        );
+        // a NIC decides what is in flight on the verbs transport: not offered there
+        c.set_rx_window_capable(false);
+        assert_eq!(read(&c, regs::ORSP_CAPS) & regs::CAP_RX_WINDOW, 0);
     }
 
     #[test]

@@ -51,6 +51,14 @@ pub const RATE_LIMIT: u32 = 0x80;
 /// rdmacam extension: congestion control at CONNECT: 0 = DCQCN reacting to CNPs (default, as
 /// RoCE NICs do), 1 = none (CNPs are only counted).
 pub const CONGESTION_CONTROL: u32 = 0x84;
+/// rdmacam extension: the most RoCEv2 packets the host's receive path holds unread (a software
+/// host's socket buffer); the camera keeps no more than this many unacknowledged. 0 = no limit
+/// from the host (the camera's own window, 128). Taken at CONNECT; at most
+/// [`MAX_HOST_RX_WINDOW`].
+pub const HOST_RX_WINDOW: u32 = 0x88;
+/// The largest HOST_RX_WINDOW: half the 24-bit PSN space, beyond which a PSN would be
+/// ambiguous.
+pub const MAX_HOST_RX_WINDOW: u32 = 0x7f_ffff;
 
 /// CONTROL bits.
 pub const CONTROL_CONNECT: u32 = 0x1;
@@ -69,3 +77,5 @@ pub const CAP_CM: u32 = 1 << 5;
 /// the wire. A device whose IP stack writes its own TOS (smoltcp writes 0) leaves it clear and
 /// reads TX_TUNING's low byte back as 0.
 pub const CAP_TOS: u32 = 1 << 6;
+/// ORSP_CAPS (rdmacam extension, reserved in ORSP 1): HOST_RX_WINDOW is honoured.
+pub const CAP_RX_WINDOW: u32 = 1 << 7;

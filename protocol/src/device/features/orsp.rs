@@ -86,6 +86,11 @@ pub const FEATURES: &[Feature] = &[
             entries: &[custom_entry("DCQCN", 0), custom_entry("None", 1)],
         },
     ),
+    orsp_rw(
+        "OrspHostRxWindow",
+        "Most RoCEv2 packets the host holds unread (a software host's socket buffer); the camera keeps no more unacknowledged (0 = no limit from the host: 128). Taken at CONNECT.",
+        orsp_regs::HOST_RX_WINDOW,
+    ),
     orsp_ro(
         "OrspMaxCtrlMsg",
         "Largest camera-to-host message in bytes.",
