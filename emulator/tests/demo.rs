@@ -863,3 +863,32 @@ fn the_data_mover_path_delivers_every_frame_with_good_icrcs() {
     assert_eq!(r.host_roce.bad_icrc, 0, "{r:?}");
     assert_eq!(r.bytes_received, 20 * 640 * 480, "{r:?}");
 }
+
+/// A soft host with the receive buffer an unprivileged process gets at Debian's default
+/// `net.core.rmem_max` (425,984 bytes) holds fewer packets unread than the camera's window of
+/// 128: it says so in OrspHostRxWindow, the camera keeps no more than that in flight, and a
+/// full-rate stream on a link that loses nothing loses nothing to the host's own socket (before,
+/// the demo run as an unprivileged user resent 35-274 packets per 300 frames).
+#[test]
+fn a_host_short_of_receive_buffer_gets_a_window_it_can_hold_and_nothing_is_resent() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let lo = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    let held = rdmacam_io::roce::unread_capacity(lo, 425_984, 4096 + 64, 1024).unwrap();
+    assert!(
+        held < 128,
+        "the test needs a buffer short of the window: {held}"
+    );
+    let ports = (19594, 17990, 17991);
+    let mut cam = spawn_udp_camera(
+        ports,
+        &["--width", "1920", "--height", "1080", "--fps", "1000"],
+    );
+    let mut o = host_options(ports, 100, None);
+    o.recv_buffer = Some(212_992);
+    let s = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false))).unwrap();
+    let _ = cam.kill();
+    let _ = cam.wait();
+    assert_eq!((s.frames_received, s.frames_bad), (100, 0));
+    assert_eq!(s.retransmitted_packets, 0, "{s:?}");
+}

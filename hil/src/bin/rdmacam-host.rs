@@ -119,6 +119,14 @@ struct Args {
     /// away 1 ms or more (a busy loop's time slice) it stops yielding for a while.
     #[arg(long)]
     no_share_cpu: bool,
+    /// The RoCEv2 receive socket's buffer, bytes (soft transport; default 16 MiB). Linux
+    /// grants an unprivileged host at most twice net.core.rmem_max (Debian: 425,984 bytes, 50
+    /// packets of 4 KiB); a root host gets what it asks. The host counts how many packets its
+    /// buffer holds and, when that is fewer than the camera's window, asks the camera to keep no
+    /// more than that unacknowledged (OrspHostRxWindow), so nothing overflows and is resent.
+    /// A small value emulates a host short of buffer.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(4096..=1 << 30))]
+    recv_buffer: Option<u64>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +182,7 @@ fn main() -> ExitCode {
         reconnects: a.reconnect,
         inject: a.inject,
         share_cpu: !a.no_share_cpu,
+        recv_buffer: a.recv_buffer.map(|b| b as usize),
         images: match &a.images {
             Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {
                 Ok(set) => Some(Arc::new(set)),

@@ -72,6 +72,10 @@ pub struct HostOptions {
     /// most a quarter of a CPU lately, pausing after a yield that kept it away 1 ms or more
     /// (`rdmacam_io::share::CpuShare`); `rdmacam-host --no-share-cpu` turns it off.
     pub share_cpu: bool,
+    /// The soft host's RoCEv2 receive buffer, bytes (None: 16 MiB). Linux grants an
+    /// unprivileged process at most twice `net.core.rmem_max`; the host measures how many
+    /// packets what it got holds and tells the camera (OrspHostRxWindow).
+    pub recv_buffer: Option<usize>,
 }
 
 impl HostOptions {
@@ -104,6 +108,7 @@ impl HostOptions {
             reconnects: 0,
             inject: Vec::new(),
             share_cpu: true,
+            recv_buffer: None,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rdmacam_io::roce::{RECV_BATCH, RecvBatch, RoceSocket};
 use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::rc::Instant;
@@ -134,7 +134,13 @@ pub(super) struct SoftPlane {
     irregular: u64,
     /// When busy polls offer the CPU between looks (`HostOptions::share_cpu`).
     share: rdmacam_io::share::CpuShare,
+    /// Packets of the path MTU the receive buffer holds unread, at most [`RX_WINDOW_PROBE`].
+    rx_capacity: usize,
 }
+
+/// How many packets the receive buffer is counted up to: a buffer holding this many is
+/// plenty for the camera's window of 128.
+const RX_WINDOW_PROBE: usize = 1024;
 
 /// While packets are flowing and a frame's TRAILER is due ([`TRAILER_SOON`]), the soft host
 /// polls its socket for up to this long before it sleeps ([`poll_limit`]). Polling for longer
@@ -219,6 +225,16 @@ impl Plane {
         match &o.transport {
             HostTransport::Soft => {
                 let mut roce = RoceSocket::bind(roce_local, o.rx_port, 0, o.loss, o.seed ^ 0x5eed)?;
+                if let Some(bytes) = o.recv_buffer {
+                    roce.set_recv_buffer(bytes)
+                        .context("cannot set the RoCEv2 receive buffer")?;
+                }
+                let pmtu = camera.pmtu.min(Pmtu::Mtu4096);
+                // a packet of the path MTU: IP, UDP, BTH, RETH and ICRC around the payload,
+                // with room to spare
+                let rx_capacity = roce
+                    .unread_capacity(pmtu.bytes() as usize + 64, RX_WINDOW_PROBE)
+                    .context("cannot measure the RoCEv2 receive buffer")?;
                 // a camera's GSO runs arrive as one buffer each, cut apart here: one receive
                 // and one copy per run instead of per packet
                 let gro = roce.set_gro(true).is_ok();
@@ -246,8 +262,9 @@ impl Plane {
                         StdInstant::now(),
                         rdmacam_io::sched::thread_cpu_time(),
                     ),
+                    rx_capacity,
                 }));
-                Ok((plane, camera.pmtu.min(Pmtu::Mtu4096)))
+                Ok((plane, pmtu))
             }
             #[cfg(feature = "verbs")]
             HostTransport::Verbs { device, .. } => {
@@ -310,6 +327,16 @@ impl Plane {
             Plane::Soft(p) => p.host.set_images(images),
             #[cfg(feature = "verbs")]
             Plane::Verbs(v) => v.set_images(images),
+        }
+    }
+
+    /// The receive buffer's size and how many packets it holds unread (the soft host), or
+    /// None (an RDMA device places packets as they come).
+    pub(super) fn rx_capacity(&self) -> Option<(usize, usize)> {
+        match self {
+            Plane::Soft(p) => Some((p.roce.recv_buffer(), p.rx_capacity)),
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => None,
         }
     }
 

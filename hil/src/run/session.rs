@@ -138,6 +138,7 @@ impl<'a> Session<'a> {
         if let (Some(_), IpAddr::V6(gid)) = (o.cm_port, self.roce_local) {
             write_host_gid(self.gvcp, gid)?;
         }
+        self.limit_window()?;
         self.cm = match o.cm_port {
             Some(port) => Some(self.connect_cm(port)?),
             None => {
@@ -175,6 +176,41 @@ impl<'a> Session<'a> {
             if !self.plane.pump()? {
                 self.plane.wait()?;
             }
+        }
+        Ok(())
+    }
+
+    /// A soft host whose receive buffer holds fewer packets than the camera keeps in flight
+    /// says so (OrspHostRxWindow, taken at CONNECT by either way of connecting): otherwise
+    /// what the buffer cannot hold is dropped by the kernel and resent, on a link that loses
+    /// nothing. Two packets are kept spare (a probe beyond the window, a resend in flight).
+    fn limit_window(&mut self) -> Result<()> {
+        let Some((bytes, held)) = self.plane.rx_capacity() else {
+            return Ok(());
+        };
+        let max = rdmacam_protocol::camera::MAX_UNACKED as usize;
+        if held >= max + 2 {
+            return Ok(());
+        }
+        let window = held.saturating_sub(2).max(1) as u32;
+        if self.gvcp.read(oregs::BASE + oregs::ORSP_CAPS)? & oregs::CAP_RX_WINDOW == 0 {
+            eprintln!(
+                "rdmacam-host: warning: the receive buffer ({bytes} bytes) holds {held} packets, \
+                 fewer than a camera keeps in flight, and this camera takes no OrspHostRxWindow: \
+                 expect packets dropped and resent (raise net.core.rmem_max, or run with \
+                 CAP_NET_ADMIN)"
+            );
+            return Ok(());
+        }
+        self.gvcp
+            .write(oregs::BASE + oregs::HOST_RX_WINDOW, window)
+            .context("the camera refused OrspHostRxWindow")?;
+        if self.o.progress {
+            eprintln!(
+                "receive buffer {bytes} bytes holds {held} packets: the camera keeps at most \
+                 {window} unacknowledged (OrspHostRxWindow; net.core.rmem_max or CAP_NET_ADMIN \
+                 give more)"
+            );
         }
         Ok(())
     }
