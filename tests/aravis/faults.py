@@ -38,6 +38,7 @@ import time
 import gi
 
 gi.require_version("Aravis", "0.8")
+from kernel_counters import rcvbuf_drops  # noqa: E402
 from gi.repository import Aravis, GLib  # noqa: E402
 
 W, H = 640, 480
@@ -47,13 +48,6 @@ KINDS = ["PacketLoss", "PacketReorder", "PacketDuplicate", "FrameDrop", "PacketC
 TIMED = ("StreamStall", "ControlSilence", "Reboot")
 STATS = ["n_completed_buffers", "n_failures", "n_missing_frames", "n_resend_requests",
          "n_resent_packets", "n_duplicated_packets", "n_error_packets", "n_missing_packets"]
-
-
-def rcvbuf_drops():
-    """Datagrams the host's kernel dropped for want of socket buffer (all UDP sockets)."""
-    with open("/proc/net/snmp") as f:
-        rows = [line.split() for line in f if line.startswith("Udp:")]
-    return int(rows[1][rows[0].index("RcvbufErrors")])
 
 
 class Host:

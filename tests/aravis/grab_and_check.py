@@ -19,14 +19,8 @@ import sys
 import gi
 
 gi.require_version("Aravis", "0.8")
+from kernel_counters import rcvbuf_drops  # noqa: E402
 from gi.repository import Aravis  # noqa: E402
-
-
-def rcvbuf_drops():
-    """UDP datagrams dropped for want of socket buffer, all sockets of this machine."""
-    with open("/proc/net/snmp") as f:
-        rows = [line.split() for line in f if line.startswith("Udp:")]
-    return int(rows[1][rows[0].index("RcvbufErrors")])
 
 
 def main():
