@@ -232,9 +232,14 @@ impl Plane {
                 let pmtu = camera.pmtu.min(Pmtu::Mtu4096);
                 // a packet of the path MTU: IP, UDP, BTH, RETH and ICRC around the payload,
                 // with room to spare
-                let rx_capacity = roce
-                    .unread_capacity(pmtu.bytes() as usize + 64, RX_WINDOW_PROBE)
-                    .context("cannot measure the RoCEv2 receive buffer")?;
+                let packet = pmtu.bytes() as usize + 64;
+                let rx_capacity = match roce.unread_capacity(packet, RX_WINDOW_PROBE) {
+                    // nothing came back (a namespace whose lo is down): estimate from above
+                    Ok(0) | Err(_) => (roce.recv_buffer()
+                        / rdmacam_io::roce::datagram_charge(packet))
+                    .min(RX_WINDOW_PROBE),
+                    Ok(n) => n,
+                };
                 // a camera's GSO runs arrive as one buffer each, cut apart here: one receive
                 // and one copy per run instead of per packet
                 let gro = roce.set_gro(true).is_ok();
