@@ -36,7 +36,7 @@ fn flow(i: u8, dcqcn: bool) -> Flow {
     path.ecn = 2; // ECT(0), the camera's default
     let mut rq = RequesterConfig::new(cqpn, hqpn, 0, path);
     rq.pmtu = Pmtu::Mtu4096;
-    rq.max_unacked = 128;
+    rq.max_unacked = rdmacam_protocol::camera::MAX_UNACKED;
     // what the camera configures: the link speed as a ceiling, DCQCN from it
     rq.rate = RateConfig {
         static_limit: Some(LINE / 8),

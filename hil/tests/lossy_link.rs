@@ -51,7 +51,7 @@ fn configs(start_psn: u32) -> (RequesterConfig, ResponderConfig) {
     cam.timeout = 10; // 4.2 ms
     cam.retry_cnt = 7;
     cam.ack_req_every = 16;
-    cam.max_unacked = 128;
+    cam.max_unacked = rdmacam_protocol::camera::MAX_UNACKED;
     let mut host = ResponderConfig::new(
         HOST_QPN,
         CAM_QPN,

@@ -22,6 +22,8 @@ pub(super) struct CameraFacts {
     pub pattern: Pattern,
     /// The largest path MTU the camera takes.
     pub pmtu: Pmtu,
+    /// The camera keeps a host's OrspHostRxWindow (ORSP_CAPS bit 7).
+    pub keeps_rx_window: bool,
 }
 
 /// Bytes of a frame the soft host compares between two receive batches: ~20 µs of work, so

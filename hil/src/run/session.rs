@@ -80,6 +80,7 @@ fn configure(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<CameraFacts> {
         payload,
         pattern,
         pmtu,
+        keeps_rx_window: caps & oregs::CAP_RX_WINDOW != 0,
     })
 }
 
@@ -91,6 +92,8 @@ struct Session<'a> {
     camera_roce: IpAddr,
     plane: Plane,
     pmtu: Pmtu,
+    /// The camera keeps OrspHostRxWindow.
+    keeps_rx_window: bool,
     cm: Option<CmConn>,
     /// When acquisition started.
     start: StdInstant,
@@ -112,6 +115,7 @@ impl<'a> Session<'a> {
             camera_roce,
             plane,
             pmtu,
+            keeps_rx_window: camera.keeps_rx_window,
             cm: None,
             start: StdInstant::now(),
             cpu_start: rdmacam_io::sched::thread_cpu_time(),
@@ -193,7 +197,7 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let window = held.saturating_sub(2).max(1) as u32;
-        if self.gvcp.read(oregs::BASE + oregs::ORSP_CAPS)? & oregs::CAP_RX_WINDOW == 0 {
+        if !self.keeps_rx_window {
             eprintln!(
                 "rdmacam-host: warning: the receive buffer ({bytes} bytes) holds {held} packets, \
                  fewer than a camera keeps in flight, and this camera takes no OrspHostRxWindow: \
