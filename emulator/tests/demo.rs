@@ -1,11 +1,20 @@
 //! `rdmacam demo` through real UDP sockets on loopback: the README's first command.
 
 use std::process::Command;
+use std::sync::Mutex;
 
 mod common;
 
+/// The demo's ports are fixed: one streaming demo at a time in this test binary.
+static DEMO_PORTS: Mutex<()> = Mutex::new(());
+
 fn demo(args: &[&str]) -> (i32, serde_json::Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+    demo_with(Command::new(env!("CARGO_BIN_EXE_rdmacam")), args)
+}
+
+/// `cmd` (an `rdmacam`) run as `demo ARGS --json`: exit code, the JSON, the human lines.
+fn demo_with(mut cmd: Command, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = cmd
         .arg("demo")
         .args(args)
         .arg("--json")
@@ -27,7 +36,7 @@ fn demo(args: &[&str]) -> (i32, serde_json::Value, String) {
 
 #[test]
 fn demo_streams_and_checks_every_frame_then_summarises() {
-    // one test at a time: both use the demo's fixed ports
+    let _ports = DEMO_PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let (code, s, text) = demo(&["--frames", "60", "--width", "640", "--height", "480"]);
     assert_eq!(code, 0, "{text}");
     for key in [
@@ -891,4 +900,96 @@ fn a_host_short_of_receive_buffer_gets_a_window_it_can_hold_and_nothing_is_resen
     let _ = cam.wait();
     assert_eq!((s.frames_received, s.frames_bad), (100, 0));
     assert_eq!(s.retransmitted_packets, 0, "{s:?}");
+}
+
+/// The README's first command as the user it is written for: no root, no capabilities, the
+/// machine's socket caps as they are (Debian's default `net.core.rmem_max` gives an
+/// unprivileged socket 425,984 bytes, about 50 packets of 4 KiB on loopback, where the camera
+/// keeps 128 in flight). Run as root, the suite would take the `SO_RCVBUFFORCE` path and never
+/// see this one, so as root the demo runs as `nobody` (uid 65534), from a copy of the binary
+/// that user can reach. Before the host measured its buffer and told the camera
+/// (OrspHostRxWindow), this demo resent 35-274 packets per 300 frames as `nobody`.
+#[test]
+fn the_readme_demo_as_an_unprivileged_user_resends_nothing() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let _ports = DEMO_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_rdmacam"));
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let root = uid == 0;
+    // the checkout may sit where nobody can read it (under /root): a world-readable copy
+    let dir = tempfile::Builder::new()
+        .prefix("rdmacam-unprivileged")
+        .tempdir()
+        .unwrap();
+    let exe = dir.path().join("rdmacam");
+    if root {
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(bin, &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_user = || {
+        if root {
+            // setuid from root drops every capability; std clears the supplementary groups
+            let mut c = Command::new(&exe);
+            c.uid(65534).gid(65534).current_dir(dir.path());
+            c
+        } else {
+            Command::new(bin)
+        }
+    };
+    let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // the README's defaults (300 frames, 1920x1080 Mono8, 100 fps), then flat out
+    for (args, frames) in [
+        (&[][..], 300),
+        (&["--frames", "100", "--fps", "1000"][..], 100),
+    ] {
+        let (code, s, text) = demo_with(as_user(), args);
+        assert_eq!(code, 0, "{args:?}: {text}\n{s}");
+        assert_eq!(
+            (s["frames_received"].as_u64(), s["frames_bad"].as_u64()),
+            (Some(frames), Some(0)),
+            "{args:?}: {s}"
+        );
+        // the unprivileged path was the one taken: the kernel's cap, not a forced buffer
+        let bytes = s["rx_buffer_bytes"].as_u64().unwrap();
+        assert!(
+            bytes > 0 && bytes <= 2 * rmem_max,
+            "{args:?}: a buffer of {bytes} bytes where rmem_max is {rmem_max}: {s}"
+        );
+        let (held, window) = (
+            s["rx_buffer_packets"].as_u64().unwrap(),
+            s["rx_window"].as_u64().unwrap(),
+        );
+        let max = u64::from(rdmacam_protocol::camera::MAX_UNACKED);
+        if held < max + 2 {
+            assert_eq!(window, held.saturating_sub(2).max(1), "{args:?}: {s}");
+        } else {
+            assert_eq!(window, 0, "{args:?}: {s}");
+        }
+        // a link that loses nothing: nothing sent twice, by the host's count or the camera's
+        assert_eq!(
+            s["retransmitted_packets"].as_u64(),
+            Some(0),
+            "{args:?}: {s}"
+        );
+        assert_eq!(
+            s["camera"]["retransmitted"].as_u64(),
+            Some(0),
+            "{args:?}: {s}"
+        );
+        eprintln!(
+            "{} as uid {}: buffer {bytes} bytes holds {held} packets, window {window}",
+            if args.is_empty() {
+                "README demo"
+            } else {
+                "demo flat out"
+            },
+            if root { 65534 } else { uid }
+        );
+    }
 }

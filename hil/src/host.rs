@@ -88,6 +88,13 @@ pub struct Summary {
     /// The host's own RoCE receive counters (soft host; zero with verbs, whose NIC keeps
     /// them in its hw_counters).
     pub host_roce: HostRoceCounters,
+    /// The soft host's RoCEv2 receive buffer as the kernel granted it, bytes (zero with verbs).
+    pub rx_buffer_bytes: u64,
+    /// Path-MTU packets that buffer holds unread, as measured (zero with verbs).
+    pub rx_buffer_packets: u64,
+    /// The OrspHostRxWindow the host wrote because its buffer holds fewer packets than the
+    /// camera keeps in flight; zero when it wrote none.
+    pub rx_window: u32,
 }
 
 /// What the host's RoCE receiver saw, named as rxe's hw_counters where rxe has the counter.

@@ -274,6 +274,10 @@ fn add(total: Option<Summary>, s: Summary, reconnects: u32, frames: Option<u64>)
         frames_with_chunks: t.frames_with_chunks + s.frames_with_chunks,
         reconnects,
         host_roce: t.host_roce.sum(s.host_roce),
+        // the newest connection's
+        rx_buffer_bytes: s.rx_buffer_bytes,
+        rx_buffer_packets: s.rx_buffer_packets,
+        rx_window: s.rx_window,
     }
 }
 

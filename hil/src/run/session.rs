@@ -94,6 +94,8 @@ struct Session<'a> {
     pmtu: Pmtu,
     /// The camera keeps OrspHostRxWindow.
     keeps_rx_window: bool,
+    /// The OrspHostRxWindow written (0: none).
+    rx_window: u32,
     cm: Option<CmConn>,
     /// When acquisition started.
     start: StdInstant,
@@ -116,6 +118,7 @@ impl<'a> Session<'a> {
             plane,
             pmtu,
             keeps_rx_window: camera.keeps_rx_window,
+            rx_window: 0,
             cm: None,
             start: StdInstant::now(),
             cpu_start: rdmacam_io::sched::thread_cpu_time(),
@@ -209,6 +212,7 @@ impl<'a> Session<'a> {
         self.gvcp
             .write(oregs::BASE + oregs::HOST_RX_WINDOW, window)
             .context("the camera refused OrspHostRxWindow")?;
+        self.rx_window = window;
         if self.o.progress {
             eprintln!(
                 "receive buffer {bytes} bytes holds {held} packets: the camera keeps at most \
@@ -467,6 +471,7 @@ impl<'a> Session<'a> {
         (seconds, cpu_seconds): (f64, f64),
     ) -> Summary {
         let s = self.plane.stats();
+        let (rx_bytes, rx_packets) = self.plane.rx_capacity().unwrap_or((0, 0));
         Summary {
             frames_expected: expected,
             frames_received: s.good + s.bad,
@@ -480,6 +485,9 @@ impl<'a> Session<'a> {
             frames_with_chunks: s.chunk_frames,
             reconnects: 0,
             host_roce: self.plane.host_roce(),
+            rx_buffer_bytes: rx_bytes as u64,
+            rx_buffer_packets: rx_packets as u64,
+            rx_window: self.rx_window,
         }
     }
 
