@@ -9,7 +9,7 @@
 //! without them the tests print SKIPPED, unless RDMACAM_REQUIRE_ARAVIS=1 (CI).
 
 mod common;
-use common::check_script;
+use common::{check_script, have};
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -138,14 +138,6 @@ fn the_served_xml_loads_in_the_reference_genapi_and_every_feature_works() {
         "the served XML does not validate against GenApi 1.1: {}",
         String::from_utf8_lossy(&v.stderr)
     );
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Triggers, chunk data, events and action commands, driven through the reference GenApi and

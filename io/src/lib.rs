@@ -10,6 +10,7 @@
 //! * [`poll`]: waiting for sockets, and busy-polling while a stream flows.
 //! * [`mem`]: buffers the data path fills, with their pages in place before the stream starts.
 //! * [`clock`]: the machine-wide monotonic clock that lines up the logs of several processes.
+//! * [`link`]: what a link carries (interface and route MTUs), for the path MTU.
 //! * [`sockopt`]: socket options the standard library lacks (Don't Fragment, ...).
 //! * [`images`]: loading image files and converting them to the camera's pixel formats.
 //! * `verbs` (cargo feature `verbs`): one RC queue pair on an RDMA device through `sideway`.
@@ -19,6 +20,7 @@ pub mod clock;
 pub mod gso;
 pub mod icrc;
 pub mod images;
+pub mod link;
 pub mod mem;
 pub mod poll;
 pub mod roce;

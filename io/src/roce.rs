@@ -496,10 +496,16 @@ impl RoceSocket {
                     Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
                 ) =>
             {
-                // no UDP GSO here: from now on one datagram per packet
-                self.gso_ok = false;
+                // no UDP GSO here; or segments longer than the route carries, which some
+                // kernels also answer EINVAL (6.18 says EMSGSIZE): one datagram per packet
+                // tells which, and only the first turns GSO off
                 let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
-                self.send_batched(whole.iter().map(Vec::as_slice), false)
+                let r = self.send_batched(whole.iter().map(Vec::as_slice), false);
+                if !matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE)) {
+                    // from now on one datagram per packet
+                    self.gso_ok = false;
+                }
+                r
             }
             r => r,
         }

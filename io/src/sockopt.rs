@@ -38,7 +38,11 @@ pub fn recv_buffer(s: &UdpSocket) -> usize {
     get_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap_or(0)
 }
 
-fn get_int(s: &UdpSocket, level: libc::c_int, name: libc::c_int) -> std::io::Result<usize> {
+pub(crate) fn get_int(
+    s: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> std::io::Result<usize> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt on a valid, owned socket fd into a live c_int of the length passed.

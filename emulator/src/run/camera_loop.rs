@@ -18,6 +18,7 @@ use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent};
 use rdmacam_protocol::gev::gvcp;
 use rdmacam_protocol::rc::{Instant, TxPacket};
+use rdmacam_protocol::wire::pmtu::Pmtu;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{info, warn};
 
@@ -50,6 +51,9 @@ struct RoceLink {
     gso_batch: Vec<TxPacket>,
     /// A packet held back by a reorder fault, sent after the next one.
     held: Option<Vec<u8>>,
+    /// The largest path MTU the interface of the RoCEv2 address carries (None: no interface
+    /// here holds it, so no limit is known).
+    max_pmtu: Option<Pmtu>,
 }
 
 /// One camera: its sockets, device and transports, and what it counted.
@@ -170,6 +174,7 @@ impl CameraLoop {
             &cfg,
             &faults,
             roce.as_ref().map_or(0, |r| r.socket.tx_port()),
+            roce.as_ref().and_then(|r| r.max_pmtu),
         );
         #[cfg(feature = "verbs")]
         let verbs = match &opts.verbs {
@@ -237,6 +242,21 @@ impl CameraLoop {
                 .capture_to(p)
                 .with_context(|| format!("cannot write {}", p.display()))?;
         }
+        // as an RDMA NIC's port does: a path MTU whose packets the interface carries whole
+        // (RoCEv2 sets Don't Fragment; a 4096 path MTU on a 1500-byte link sends nothing)
+        let max_pmtu = match rdmacam_io::link::interface_mtu(roce_ip)
+            .with_context(|| format!("cannot read the MTU of the interface of {roce_ip}"))?
+        {
+            Some(mtu) => {
+                let p = rdmacam_io::link::pmtu_for(mtu, &format!("the interface of {roce_ip}"))?;
+                info!(
+                    "RoCEv2 interface MTU {mtu}: path MTU up to {} (OrspCaps)",
+                    p.bytes()
+                );
+                Some(p)
+            }
+            None => None,
+        };
         Ok(RoceLink {
             socket,
             rx: RecvBatch::default(),
@@ -244,6 +264,7 @@ impl CameraLoop {
             tx_len: [0; TX_BATCH],
             gso_batch: Vec::with_capacity(GSO_MAX_SEGMENTS),
             held: None,
+            max_pmtu,
         })
     }
 
@@ -361,7 +382,8 @@ impl CameraLoop {
         self.summary.add(&device_summary(&self.cam));
         let before = self.cam.device().faults_injected();
         let tx_port = self.roce.as_ref().map_or(0, |r| r.socket.tx_port());
-        self.cam = boot(&self.opts, &self.cfg, &self.faults, tx_port);
+        let max_pmtu = self.roce.as_ref().and_then(|r| r.max_pmtu);
+        self.cam = boot(&self.opts, &self.cfg, &self.faults, tx_port, max_pmtu);
         for k in [FaultKind::FrameDrop, FaultKind::ResendUnavailable] {
             self.cam
                 .device_mut()
@@ -591,7 +613,7 @@ impl CameraLoop {
             if let Some(h) = r.held.take()
                 && let Err(e) = r.socket.send(&h)
             {
-                warn!("RoCEv2 send failed: {e}");
+                super::roce_tx::send_failed(&e);
             }
         } else {
             busy |= send_batches(&mut self.cam, r, now, &mut self.share);
@@ -849,9 +871,18 @@ fn refuse_verbs_packet_faults(opts: &RunOptions) -> Result<()> {
 
 /// Power-up: also after a reboot fault, which loses every setting. `camera_tx` is the RoCEv2
 /// socket's own port (0 without one).
-fn boot(opts: &RunOptions, cfg: &DeviceConfig, faults: &FaultEngine, camera_tx: u16) -> CameraCore {
+fn boot(
+    opts: &RunOptions,
+    cfg: &DeviceConfig,
+    faults: &FaultEngine,
+    camera_tx: u16,
+    max_pmtu: Option<Pmtu>,
+) -> CameraCore {
     let mut device = Device::new(cfg.clone());
     device.orsp_mut().set_cm_port(opts.cm_port);
+    if let Some(p) = max_pmtu {
+        device.orsp_mut().set_max_pmtu(p);
+    }
     let f = device.faults();
     f.set_io(true);
     f.set_seed(opts.seed ^ 0xd3 ^ ((opts.index as u64) << 32));
@@ -900,7 +931,7 @@ fn send_batches(
         }
         busy = true;
         if let Err(e) = r.socket.send_many((0..k).map(|i| &r.tx[i][..r.tx_len[i]])) {
-            warn!("RoCEv2 send failed: {e}");
+            super::roce_tx::send_failed(&e);
         }
         share.yield_if_due();
         if k < TX_BATCH {

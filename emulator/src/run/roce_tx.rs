@@ -10,6 +10,40 @@ use tracing::warn;
 
 use crate::camera::{CameraCore, Tx};
 
+/// Log a RoCEv2 send the kernel refused, at most once a second per camera thread (with how many
+/// more came since): a send that fails fails again for every packet after it. A datagram too
+/// long for the route (EMSGSIZE) is a path MTU the route cannot carry: the camera offers what
+/// its interface carries, but a route can carry less.
+pub(super) fn send_failed(e: &std::io::Error) {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant as StdInstant};
+    thread_local! {
+        static LAST: Cell<(Option<StdInstant>, u64)> = const { Cell::new((None, 0)) };
+    }
+    LAST.with(|l| {
+        let (last, quiet) = l.get();
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            l.set((last, quiet + 1));
+            return;
+        }
+        l.set((Some(StdInstant::now()), 0));
+        let more = if quiet > 0 {
+            format!(" ({quiet} more failed sends since the last report)")
+        } else {
+            String::new()
+        };
+        if e.raw_os_error() == Some(nix::errno::Errno::EMSGSIZE as i32) {
+            warn!(
+                "RoCEv2 send refused: a packet is longer than the route to the host carries \
+                 ({e}): the connection's path MTU (OrspPathMtu) is more than that route's MTU; \
+                 the host must ask for less{more}"
+            );
+        } else {
+            warn!("RoCEv2 send failed: {e}{more}");
+        }
+    });
+}
+
 /// Up to 1024 packets through UDP GSO: each queue-pair packet is built with the IPv4
 /// identification of its place in the current send (the kernel numbers GSO segments 0, 1, 2,
 /// ...); a send holds equal-size packets and may end with one shorter packet (a message's LAST).
@@ -40,8 +74,15 @@ pub(super) fn send_segmented(
                     trailer: p.trailer(),
                 };
             }
+            let had_gso = r.gso();
             if let Err(e) = r.send_gso(&segs[..batch.len()]) {
-                warn!("RoCEv2 send failed: {e}");
+                send_failed(&e);
+            }
+            if had_gso && !r.gso() {
+                warn!(
+                    "the kernel takes no UDP segmentation offload here: one datagram per \
+                     packet from now on (more CPU per byte)"
+                );
             }
             batch.clear();
             share.yield_if_due();
@@ -62,7 +103,7 @@ pub(super) fn send_segmented(
         let mut p = match tx {
             Tx::Bytes(n) => {
                 if let Err(e) = r.send(&scratch[..n]) {
-                    warn!("RoCEv2 send failed: {e}");
+                    send_failed(&e);
                 }
                 continue;
             }
@@ -118,7 +159,7 @@ pub(super) fn send_with_faults(
         if let Some(h) = held.replace(packet.to_vec())
             && let Err(e) = r.send(&h)
         {
-            warn!("RoCEv2 send failed: {e}");
+            send_failed(&e);
         }
         return;
     }
@@ -130,12 +171,12 @@ pub(super) fn send_with_faults(
             r.send(packet)
         };
         if let Err(e) = sent {
-            warn!("RoCEv2 send failed: {e}");
+            send_failed(&e);
         }
     }
     if let Some(h) = held.take()
         && let Err(e) = r.send(&h)
     {
-        warn!("RoCEv2 send failed: {e}");
+        send_failed(&e);
     }
 }

@@ -231,7 +231,24 @@ impl Plane {
                     roce.set_recv_buffer(bytes)
                         .context("cannot set the RoCEv2 receive buffer")?;
                 }
-                let pmtu = camera.pmtu.min(Pmtu::Mtu4096);
+                // no more than the route to the camera carries whole (Don't Fragment): a
+                // 4096 path MTU on a 1500-byte link would deliver nothing
+                let mut pmtu = camera.pmtu.min(Pmtu::Mtu4096);
+                if let Ok(mtu) = rdmacam_io::link::route_mtu(roce_local, camera_roce) {
+                    let route = rdmacam_io::link::pmtu_for(
+                        mtu,
+                        &format!("the route from {roce_local} to {camera_roce}"),
+                    )?;
+                    if route < pmtu && o.progress {
+                        eprintln!(
+                            "path MTU {} (the camera takes {}): the route to {camera_roce} \
+                             has an MTU of {mtu} bytes",
+                            route.bytes(),
+                            pmtu.bytes()
+                        );
+                    }
+                    pmtu = pmtu.min(route);
+                }
                 // a packet of the path MTU: IP, UDP, BTH, RETH and ICRC around the payload,
                 // with room to spare
                 let packet = pmtu.bytes() as usize + 64;
