@@ -215,16 +215,16 @@ fn unanswered_0x101(rq: &mut Requester<4, 4>) -> Instant {
 }
 
 /// [`unanswered_0x101`], and the timer runs on until the requester stops taking the silence
-/// for a pause (two quiet waits: a path that lost nothing, nothing new to send) and goes back;
-/// returns when.
+/// for a pause (three quiet waits: a path that lost nothing, nothing new to send) and goes
+/// back; returns when.
 fn gone_back_0x101(rq: &mut Requester<4, 4>) -> Instant {
     let mut t = unanswered_0x101(rq);
     assert!(sent(rq, t).is_empty(), "a quiet wait sends nothing");
-    while rq.counters().timeouts < 3 {
+    while rq.counters().timeouts < 4 {
         t = rq.poll_timeout().expect("the ACK timer runs");
         rq.handle_timeout(t);
     }
-    assert_eq!(rq.counters().quiet_waits, 2);
+    assert_eq!(rq.counters().quiet_waits, 3);
     t
 }
 

@@ -82,10 +82,12 @@ fn recent(now: Instant, t: Instant) -> bool {
 
 /// Timeouts in a row on a clean path answered by a new-data probe, or with nothing new to send
 /// by waiting again, before one goes back: the timer doubles with each, so a go-back waits out
-/// 1 + 2 + 4 timeouts of silence (beside a busy loop, where a host thread waits up to a 4 ms
-/// tick for its core, a 60 s soak at 1000 fps went back 3 times with one probe, each time for
-/// a pause).
-const NEW_DATA_PROBES: u32 = 2;
+/// 1 + 2 + 4 + 8 timeouts of silence, 7.5 ms at the 500 us floor. (Beside a busy loop, where a
+/// host thread waits up to a 4 ms tick for its core, a 60 s soak at 1000 fps went back 3 times
+/// with one probe, each time for a pause. With two, 1 + 2 + 4 timeouts, a stream at a 1024
+/// path MTU across a veth went back once in about 40 runs of 300 frames, each time for a
+/// 4-6 ms silence of the host: this VM's hypervisor takes a vCPU away for up to 7 ms.)
+const NEW_DATA_PROBES: u32 = 3;
 
 /// First transmissions whose send times are kept for round-trip samples (at least one per
 /// ACK request of a full window).
