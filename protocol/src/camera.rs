@@ -17,9 +17,9 @@ use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE, failu
 use crate::orsp::msg::event;
 use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel, TransportCounters};
 use crate::rc::{
-    Completion, DcqcnConfig, Instant, Path, PayloadSource, Placement, QueuePair, RateConfig,
-    RecvStatus, RequesterConfig, RequesterCounters, ResponderConfig, TxPacket, WcStatus,
-    WorkRequest, split_rocev2,
+    Completion, DcqcnConfig, Instant, NEW_DATA_PROBES, Path, PayloadSource, Placement, QueuePair,
+    RateConfig, RecvStatus, RequesterConfig, RequesterCounters, ResponderConfig, TxPacket,
+    WcStatus, WorkRequest, split_rocev2,
 };
 use crate::wire::Opcode;
 
@@ -450,10 +450,11 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         rq.ack_req_every = 64;
         // like rxe: a loss costs at most 128 packets of go-back-N; fewer when the host says it
         // holds fewer unread (a software host's socket buffer: more would overflow it, and be
-        // resent, on a link that loses nothing)
+        // resent, on a link that loses nothing). The new-data probes a silence draws go beyond
+        // the window: they too must fit in what the host holds.
         rq.max_unacked = match p.host_rx_window {
             0 => MAX_UNACKED,
-            w => w.min(MAX_UNACKED),
+            w => w.saturating_sub(NEW_DATA_PROBES).clamp(1, MAX_UNACKED),
         };
         rq.queue_slack_ns = self.queue_slack_ns;
         rq.icrc_offload = self.icrc_offload;

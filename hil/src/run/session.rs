@@ -190,16 +190,18 @@ impl<'a> Session<'a> {
     /// A soft host whose receive buffer holds fewer packets than the camera keeps in flight
     /// says so (OrspHostRxWindow, taken at CONNECT by either way of connecting): otherwise
     /// what the buffer cannot hold is dropped by the kernel and resent, on a link that loses
-    /// nothing. Two packets are kept spare (a probe beyond the window, a resend in flight).
+    /// nothing. The count is what the buffer holds: the camera keeps its window and the
+    /// new-data probes it sends beyond it during a silence within that.
     fn limit_window(&mut self) -> Result<()> {
         let Some((bytes, held)) = self.plane.rx_capacity() else {
             return Ok(());
         };
-        let max = rdmacam_protocol::camera::MAX_UNACKED as usize;
-        if held >= max + 2 {
+        let most = (rdmacam_protocol::camera::MAX_UNACKED + rdmacam_protocol::rc::NEW_DATA_PROBES)
+            as usize;
+        if held >= most {
             return Ok(());
         }
-        let window = held.saturating_sub(2).max(1) as u32;
+        let window = held.max(1) as u32;
         if !self.keeps_rx_window {
             eprintln!(
                 "rdmacam-host: warning: the receive buffer ({bytes} bytes) holds {held} packets, \
@@ -215,9 +217,9 @@ impl<'a> Session<'a> {
         self.rx_window = window;
         if self.o.progress {
             eprintln!(
-                "receive buffer {bytes} bytes holds {held} packets: the camera keeps at most \
-                 {window} unacknowledged (OrspHostRxWindow; net.core.rmem_max or CAP_NET_ADMIN \
-                 give more)"
+                "receive buffer {bytes} bytes holds {held} packets: OrspHostRxWindow {window}, \
+                 the camera keeps what it has in flight within it (net.core.rmem_max or \
+                 CAP_NET_ADMIN give more)"
             );
         }
         Ok(())

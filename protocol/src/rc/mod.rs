@@ -28,8 +28,8 @@ use core::time::Duration;
 
 pub use rate::{DcqcnConfig, RateConfig, RateController};
 pub use requester::{
-    Completion, LOSS_MEMORY, PostError, QUEUE_SLACK_NS, Requester, RequesterConfig,
-    RequesterCounters, TxPacket, WcStatus, WorkRequest,
+    Completion, LOSS_MEMORY, NEW_DATA_PROBES, PostError, QUEUE_SLACK_NS, Requester,
+    RequesterConfig, RequesterCounters, TxPacket, WcStatus, WorkRequest,
 };
 pub use responder::{
     MAX_REPLY_LEN, MemoryRegion, Placement, RecvCompletion, RecvOpcode, RecvStatus, Responder,

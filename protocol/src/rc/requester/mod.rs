@@ -86,8 +86,9 @@ fn recent(now: Instant, t: Instant) -> bool {
 /// host thread waits up to a 4 ms tick for its core, a 60 s soak at 1000 fps went back 3 times
 /// with one probe, each time for a pause. With two, 1 + 2 + 4 timeouts, a stream at a 1024
 /// path MTU across a veth went back once in about 40 runs of 300 frames, each time for a
-/// 4-6 ms silence of the host: this VM's hypervisor takes a vCPU away for up to 7 ms.)
-const NEW_DATA_PROBES: u32 = 3;
+/// 4-6 ms silence of the host: this VM's hypervisor takes a vCPU away for up to 7 ms.) Each
+/// probe goes beyond the window: a host's count of what it holds leaves room for them.
+pub const NEW_DATA_PROBES: u32 = 3;
 
 /// First transmissions whose send times are kept for round-trip samples (at least one per
 /// ACK request of a full window).
