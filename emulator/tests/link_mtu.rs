@@ -13,6 +13,7 @@ use std::time::Duration;
 use rdmacam_hil::gvcp::{GvcpClient, GvcpError};
 use rdmacam_protocol::device::regs;
 use rdmacam_protocol::orsp::regs as oregs;
+use rdmacam_protocol::wire::pmtu::Pmtu;
 
 mod common;
 use common::{Netns, can_make_netns};
@@ -43,9 +44,7 @@ impl Camera {
         );
         cam
     }
-}
 
-impl Camera {
     /// What the camera logged so far.
     fn log(&self) -> String {
         std::fs::read_to_string(self.1.path()).unwrap()
@@ -67,7 +66,8 @@ fn offered(camera: Ipv4Addr, local: Ipv4Addr) -> (u32, Result<(), GvcpError>) {
     g.write(regs::CCP, regs::CCP_CONTROL).unwrap();
     let asked = g.write(oregs::BASE + oregs::PATH_MTU, 5);
     g.write(regs::CCP, 0).unwrap();
-    (128 << ((caps >> 8) & 0xf), asked)
+    let pmtu = Pmtu::from_code(((caps >> 8) & 0xf) as u8).map_or(0, Pmtu::bytes);
+    (pmtu, asked)
 }
 
 /// 50 frames into the reference host, and the path MTU code it left in PATH_MTU.
