@@ -175,11 +175,12 @@ def across_veth(bindir, frames=300):
     ns, hif, cif = f"{tag}-ns", f"{tag}h", f"{tag}c"
     net = f"10.79.{os.getpid() % 200 + 20}"
     h, c = f"{net}.1", f"{net}.2"
-    subprocess.run(["sh", "-c", f"ip netns add {ns} && ip link add {hif} type veth peer name {cif} "
-                    f"netns {ns} && ip addr add {h}/24 dev {hif} && ip link set {hif} up && "
-                    f"ip -n {ns} addr add {c}/24 dev {cif} && ip -n {ns} link set {cif} up && "
-                    f"ip -n {ns} link set lo up"], check=True)
     try:
+        # inside the try: a step that fails still leaves no namespace or link behind
+        subprocess.run(["sh", "-c", f"ip netns add {ns} && ip link add {hif} type veth peer name "
+                        f"{cif} netns {ns} && ip addr add {h}/24 dev {hif} && ip link set {hif} up "
+                        f"&& ip -n {ns} addr add {c}/24 dev {cif} && ip -n {ns} link set {cif} up "
+                        f"&& ip -n {ns} link set lo up"], check=True)
         cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", "1000"], ip=c,
                      prefix=("ip", "netns", "exec", ns))
         try:

@@ -9,23 +9,29 @@ use std::os::fd::AsRawFd;
 
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
-/// The MTU of the interface that holds `addr` in this network namespace (`SIOCGIFMTU`), or
-/// `None` when none holds it (an unspecified address, or another machine's).
-pub fn interface_mtu(addr: IpAddr) -> std::io::Result<Option<u32>> {
+/// The address entry (`getifaddrs`) of the interface that holds `addr` in this network
+/// namespace: its name, mask and broadcast address; `None` when none holds it (an unspecified
+/// address, or another machine's).
+pub fn interface_of(addr: IpAddr) -> std::io::Result<Option<nix::ifaddrs::InterfaceAddress>> {
     if addr.is_unspecified() {
         return Ok(None);
     }
-    for a in nix::ifaddrs::getifaddrs()? {
-        let here = a.address.as_ref().and_then(|s| {
+    Ok(nix::ifaddrs::getifaddrs()?.find(|a| {
+        a.address.as_ref().and_then(|s| {
             s.as_sockaddr_in()
                 .map(|v| IpAddr::V4(v.ip()))
                 .or_else(|| s.as_sockaddr_in6().map(|v| IpAddr::V6(v.ip())))
-        });
-        if here == Some(addr) {
-            return named_mtu(&a.interface_name).map(Some);
-        }
+        }) == Some(addr)
+    }))
+}
+
+/// The MTU of the interface that holds `addr` in this network namespace (`SIOCGIFMTU`), or
+/// `None` when none holds it.
+pub fn interface_mtu(addr: IpAddr) -> std::io::Result<Option<u32>> {
+    match interface_of(addr)? {
+        Some(a) => named_mtu(&a.interface_name).map(Some),
+        None => Ok(None),
     }
-    Ok(None)
 }
 
 /// `SIOCGIFMTU` of the interface `name` (the namespace's own; `/sys/class/net` may show another

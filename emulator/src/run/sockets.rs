@@ -43,32 +43,21 @@ pub(super) fn broadcast_socket(addr: SocketAddrV4) -> std::io::Result<UdpSocket>
 
 /// The broadcast address of the subnet `ip` is on, if its interface has one (loopback has none).
 pub(super) fn subnet_broadcast(ip: Ipv4Addr) -> Option<Ipv4Addr> {
-    let addrs = nix::ifaddrs::getifaddrs().ok()?;
-    for a in addrs {
-        let here = a
-            .address
-            .as_ref()
-            .and_then(|s| s.as_sockaddr_in())
-            .map(|s| s.ip());
-        if here == Some(ip) {
-            // the interface's broadcast address; without one (`ip addr add` without `brd +`),
-            // the subnet's, from the mask: hosts still send there
-            let from_mask = a
-                .netmask
-                .as_ref()
-                .and_then(|m| m.as_sockaddr_in())
-                .map(|m| Ipv4Addr::from(u32::from(ip) | !u32::from(m.ip())));
-            let usable = |b: &Ipv4Addr| *b != ip && !b.is_unspecified() && !b.is_broadcast();
-            return a
-                .broadcast
-                .as_ref()
-                .and_then(|b| b.as_sockaddr_in())
-                .map(|b| b.ip())
-                .filter(usable)
-                .or(from_mask.filter(usable));
-        }
-    }
-    None
+    let a = rdmacam_io::link::interface_of(ip.into()).ok()??;
+    // the interface's broadcast address; without one (`ip addr add` without `brd +`), the
+    // subnet's, from the mask: hosts still send there
+    let from_mask = a
+        .netmask
+        .as_ref()
+        .and_then(|m| m.as_sockaddr_in())
+        .map(|m| Ipv4Addr::from(u32::from(ip) | !u32::from(m.ip())));
+    let usable = |b: &Ipv4Addr| *b != ip && !b.is_unspecified() && !b.is_broadcast();
+    a.broadcast
+        .as_ref()
+        .and_then(|b| b.as_sockaddr_in())
+        .map(|b| b.ip())
+        .filter(usable)
+        .or(from_mask.filter(usable))
 }
 
 /// The sockets that hear broadcast DISCOVERY for a camera at `ip`.
