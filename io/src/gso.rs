@@ -267,4 +267,24 @@ mod tests {
             }
         }
     }
+
+    /// Where the kernel refuses `UDP_SEGMENT` (EINVAL: here checksums are off on the socket,
+    /// which GSO needs), the run still leaves, one datagram per packet, and GSO is off after.
+    #[test]
+    fn a_run_the_kernel_will_not_segment_leaves_one_datagram_per_packet() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        crate::sockopt::set_int(&tx, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1).unwrap();
+        let packets: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 1400]).collect();
+        let refs: Vec<&[u8]> = packets.iter().map(Vec::as_slice).collect();
+        let mut gso = true;
+        send_datagrams(&tx, rx.local_addr().unwrap(), &refs, &mut gso).unwrap();
+        assert!(!gso, "GSO off after EINVAL");
+        let mut b = [0u8; 2048];
+        for p in &packets {
+            let n = rx.recv(&mut b).unwrap();
+            assert_eq!(&b[..n], &p[..]);
+        }
+    }
 }

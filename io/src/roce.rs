@@ -823,6 +823,49 @@ mod tests {
         );
     }
 
+    /// A kernel that refuses UDP GSO with EINVAL (here: checksums turned off on the sending
+    /// socket, which GSO needs) still gets every packet, one datagram each, and the socket
+    /// stops asking for GSO.
+    #[test]
+    fn where_the_kernel_refuses_udp_gso_every_packet_leaves_alone_and_gso_turns_off() {
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let mut rx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
+        let to = rx.rx.local_addr().unwrap();
+        let mut tx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
+        set_int(&tx.tx, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1).unwrap();
+        // IPv4 to 127.0.0.1 and UDP from the socket's port; the rest of the header is opaque here
+        let mut header = vec![0u8; 28 + 12];
+        header[0] = 0x45;
+        header[16..20].copy_from_slice(&[127, 0, 0, 1]);
+        header[20..22].copy_from_slice(&tx.tx_port().to_be_bytes());
+        header[22..24].copy_from_slice(&to.port().to_be_bytes());
+        header[28..].copy_from_slice(&[0x0a; 12]);
+        let payloads: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i; 1024]).collect();
+        let trailer = [0xee; 4];
+        let segs: Vec<Gather<'_>> = payloads
+            .iter()
+            .map(|p| Gather {
+                header: &header,
+                payload: p,
+                trailer: &trailer,
+            })
+            .collect();
+        assert!(tx.gso());
+        tx.send_gso(&segs).unwrap();
+        assert!(!tx.gso(), "GSO off after EINVAL");
+        tx.send_gso(&segs[..1]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut b = RecvBatch::default();
+        assert_eq!(rx.recv_batch(&mut b), 5);
+        let got: Vec<Vec<u8>> = b.datagrams().map(|(_, d)| d.to_vec()).collect();
+        let want: Vec<Vec<u8>> = [&payloads[..], &payloads[..1]]
+            .concat()
+            .iter()
+            .map(|p| [&header[28..], &p[..], &trailer[..]].concat())
+            .collect();
+        assert_eq!(got, want, "each packet its own datagram, in order");
+    }
+
     #[test]
     fn with_gro_a_gso_run_arrives_whole_and_is_cut_back_into_its_datagrams() {
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);

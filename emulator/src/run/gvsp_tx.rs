@@ -77,6 +77,7 @@ impl GvspBatch {
             // to the one destination a stream has
             self.connected = sock.connect(dst).is_ok().then_some(dst);
         }
+        let had_gso = self.gso;
         let sent = if self.gso || self.connected != Some(dst) {
             rdmacam_io::gso::send_datagrams(
                 sock,
@@ -87,6 +88,9 @@ impl GvspBatch {
         } else {
             rdmacam_io::gso::send_each(sock, None, &datagrams[..n])
         };
+        if had_gso && !self.gso {
+            warn!(%dst, "the kernel refused UDP GSO: GVSP leaves one datagram per packet from now on");
+        }
         if let Err(e) = sent {
             // with Don't Fragment on, a packet larger than the path MTU cannot leave: a test
             // packet of a host's packet-size negotiation is meant to fail so; say it once

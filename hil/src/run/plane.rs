@@ -252,12 +252,24 @@ impl Plane {
                 // a packet of the path MTU: IP, UDP, BTH, RETH and ICRC around the payload,
                 // with room to spare
                 let packet = pmtu.bytes() as usize + 64;
+                let estimate = || {
+                    (roce.recv_buffer() / rdmacam_io::roce::datagram_charge(packet))
+                        .min(RX_WINDOW_PROBE)
+                };
                 let rx_capacity = match roce.unread_capacity(packet, RX_WINDOW_PROBE) {
                     // nothing came back (a namespace whose lo is down): estimate from above
-                    Ok(0) | Err(_) => (roce.recv_buffer()
-                        / rdmacam_io::roce::datagram_charge(packet))
-                    .min(RX_WINDOW_PROBE),
+                    Ok(0) => estimate(),
                     Ok(n) => n,
+                    Err(e) => {
+                        // the estimate never promises more than the buffer holds, but say so:
+                        // a window below the measured one costs rate
+                        eprintln!(
+                            "receive window estimated ({} packets of {packet} bytes): could not \
+                             measure what the receive buffer holds: {e}",
+                            estimate()
+                        );
+                        estimate()
+                    }
                 };
                 // a camera's GSO runs arrive as one buffer each, cut apart here: one receive
                 // and one copy per run instead of per packet
