@@ -1011,6 +1011,26 @@ mod tests {
         }
     }
 
+    /// The host announces one buffer (ANNOUNCE, queue), as message `seq`.
+    fn announce(
+        c: &mut OrspChannel<8>,
+        seq: u32,
+        buffer_id: u32,
+        rkey: u32,
+        addr: u64,
+        length: u64,
+    ) {
+        let d = [msg::Descriptor {
+            buffer_id,
+            rkey,
+            addr,
+            length,
+        }];
+        let mut b = [0u8; 128];
+        let n = msg::emit_announce(&mut b, seq, msg::ANNOUNCE_QUEUE, &d).unwrap();
+        c.on_host_message(&b[..n]);
+    }
+
     fn sent_message(c: &OrspChannel<8>, w: &WorkRequest) -> DeviceMessage {
         parse_device(c.message(w.payload.handle, 0, w.len as usize).unwrap())
             .unwrap()
@@ -1066,14 +1086,7 @@ mod tests {
         );
         complete_all(&mut c, &hello);
         let mut b = [0u8; 128];
-        let d = [msg::Descriptor {
-            buffer_id: 7,
-            rkey: 0x55,
-            addr: 0x9000_0000,
-            length: 8192,
-        }];
-        let n = msg::emit_announce(&mut b, 0, msg::ANNOUNCE_QUEUE, &d).unwrap();
-        c.on_host_message(&b[..n]);
+        announce(&mut c, 0, 7, 0x55, 0x9000_0000, 8192);
         c.start_acquisition();
         assert_eq!(send(&mut c, 0, 3), FrameOutcome::Sent);
         let wrs = drain(&mut c);
@@ -1140,15 +1153,7 @@ mod tests {
         let mut c = connected();
         let hello = drain(&mut c);
         complete_all(&mut c, &hello);
-        let mut b = [0u8; 128];
-        let d = [msg::Descriptor {
-            buffer_id: 1,
-            rkey: 1,
-            addr: 0,
-            length: 1000,
-        }];
-        let n = msg::emit_announce(&mut b, 0, msg::ANNOUNCE_QUEUE, &d).unwrap();
-        c.on_host_message(&b[..n]);
+        announce(&mut c, 0, 1, 1, 0, 1000);
         c.start_acquisition();
         send(&mut c, 0, 0);
         let wrs = drain(&mut c);
@@ -1192,14 +1197,7 @@ mod tests {
         assert_eq!(c.queued_buffers(), 0);
         assert_eq!(c.counters().bad_messages, 2);
         // FLUSH gives back queued buffers in RELEASED
-        let d = [msg::Descriptor {
-            buffer_id: 2,
-            rkey: 1,
-            addr: 0,
-            length: 10,
-        }];
-        let n = msg::emit_announce(&mut b, 5, msg::ANNOUNCE_QUEUE, &d).unwrap();
-        c.on_host_message(&b[..n]);
+        announce(&mut c, 5, 2, 1, 0, 10);
         let n = msg::emit_flush(&mut b, 6, msg::FLUSH_FORGET).unwrap();
         c.on_host_message(&b[..n]);
         let r = drain(&mut c);
