@@ -222,6 +222,11 @@ impl World {
         }
     }
 
+    /// Run until the host has seen the stream end (at most `limit` of simulated time).
+    fn run_to_stream_end(&mut self, limit: Duration) {
+        self.run_until(|w| w.host.stats().stream_end.is_some(), limit);
+    }
+
     fn run_until(&mut self, done: impl Fn(&World) -> bool, limit: Duration) {
         let deadline = self.now + limit;
         let mut stuck = 0u32;
@@ -276,10 +281,7 @@ fn stream(loss: f64, frames: u32) -> World {
     let mut w = World::new(loss, 7, 32, true);
     w.connect();
     w.start(frames);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(120),
-    );
+    w.run_to_stream_end(Duration::from_secs(120));
     w
 }
 
@@ -326,10 +328,7 @@ fn a_host_that_checks_frames_in_slices_gets_every_frame_under_loss() {
         w.host.defer_checks(1000);
         w.connect();
         w.start(300);
-        w.run_until(
-            |w| w.host.stats().stream_end.is_some(),
-            Duration::from_secs(60),
-        );
+        w.run_to_stream_end(Duration::from_secs(60));
         let s = w.host.stats();
         assert_eq!(s.stream_end, Some((300, 300, 0)), "loss {loss}");
         assert_eq!((s.good, s.bad, s.dropped), (300, 0, 0), "loss {loss}");
@@ -404,10 +403,7 @@ fn a_vanished_host_returns_the_camera_to_idle() {
     });
     w.connect_as(0x12, 0x777);
     w.start(5);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(10),
-    );
+    w.run_to_stream_end(Duration::from_secs(10));
     assert_eq!(
         w.host.stats().good,
         5,
@@ -430,10 +426,7 @@ fn bad_host_messages_raise_an_event_and_are_ignored() {
     bogus[20..24].copy_from_slice(&999u32.to_be_bytes()); // never announced
     w.host.send_raw(bogus);
     w.start(10);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(10),
-    );
+    w.run_to_stream_end(Duration::from_secs(10));
     let s = w.host.stats();
     assert_eq!(
         s.events
@@ -630,10 +623,7 @@ fn a_host_connects_through_the_rdma_cm_streams_and_disconnects() {
     assert_eq!(w.read(oregs::BASE + oregs::HOST_SQ_PSN), host_psn);
     w.host.announce();
     w.start(20);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(10),
-    );
+    w.run_to_stream_end(Duration::from_secs(10));
     let s = w.host.stats();
     assert_eq!((s.good, s.bad), (20, 0), "{s:?}");
 
@@ -770,10 +760,7 @@ fn host_traffic_after_a_lost_rtu_establishes_the_connection() {
         "the host's first packet stands in for the RTU"
     );
     w.start(5);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(10),
-    );
+    w.run_to_stream_end(Duration::from_secs(10));
     assert_eq!(w.host.stats().good, 5, "{:?}", w.host.stats());
 }
 
@@ -788,10 +775,7 @@ fn a_small_write_chunk_never_overflows_the_work_queue() {
     w.connect();
     w.write(oregs::BASE + oregs::WRITE_CHUNK, 4096);
     w.start(10);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(20),
-    );
+    w.run_to_stream_end(Duration::from_secs(20));
     let s = w.host.stats();
     assert_eq!((s.good, s.bad), (10, 0), "{s:?}");
 }
@@ -820,10 +804,7 @@ fn an_announce_that_overflows_the_address_space_is_refused() {
     b.truncate(n);
     w.host.send_raw(b);
     w.start(10);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(10),
-    );
+    w.run_to_stream_end(Duration::from_secs(10));
     let s = w.host.stats();
     assert!(
         s.events
@@ -892,10 +873,7 @@ fn the_rate_limit_caps_orsp_and_packets_are_ecn_capable() {
     w.connect();
     let t0 = w.now;
     w.start(40);
-    w.run_until(
-        |w| w.host.stats().stream_end.is_some(),
-        Duration::from_secs(10),
-    );
+    w.run_to_stream_end(Duration::from_secs(10));
     let s = w.host.stats();
     assert_eq!((s.good, s.bad), (40, 0), "{s:?}");
     let secs = (w.now.0 - t0.0) as f64 / 1e9;
@@ -939,10 +917,7 @@ fn a_camera_or_host_paused_for_a_second_resumes_streaming() {
             "camera" => w.cam_paused_until = until,
             _ => w.host_paused_until = until,
         }
-        w.run_until(
-            |w| w.host.stats().stream_end.is_some(),
-            Duration::from_secs(20),
-        );
+        w.run_to_stream_end(Duration::from_secs(20));
         let s = w.host.stats();
         assert_eq!(
             (s.good, s.bad, s.dropped),
