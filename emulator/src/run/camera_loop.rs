@@ -276,6 +276,8 @@ impl CameraLoop {
             pixel_format = d.pixel_format.name(), pattern = d.pattern.name(), fps = d.frame_rate,
             gev = format!("{}.{}", d.gev_version.0, d.gev_version.1),
             stream_source_port = stream_port,
+            // LOCAL_NICE on loopback (`--nice`)
+            nice = rdmacam_io::sched::thread_nice(),
             "virtual camera up: GVCP on {ip}:{}, GVSP from {ip}:{stream_port}{}",
             o.gvcp_port,
             if o.roce {

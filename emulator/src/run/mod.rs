@@ -86,6 +86,10 @@ pub struct RunOptions {
     /// the same machine, woken onto the camera's CPU, reads each GSO run as it arrives instead
     /// of after the burst (`CpuShare`).
     pub share_cpu: bool,
+    /// The camera thread's nice value: `None` = [`LOCAL_NICE`] for a camera on a loopback
+    /// address (its host is on this machine) and the process's own otherwise. Only ever lowers
+    /// the thread's priority (see [`apply_nice`]).
+    pub nice: Option<i32>,
     /// Write each TRAILER's block id and first send time (CLOCK_MONOTONIC ns) here as CSV.
     pub latency_log: Option<std::path::PathBuf>,
     /// Replay these images instead of the synthetic patterns (`--images`).
@@ -123,6 +127,7 @@ impl RunOptions {
             data_mover: false,
             busy_poll: None,
             share_cpu: true,
+            nice: None,
             latency_log: None,
             images: None,
             trigger_hz: None,
@@ -233,11 +238,45 @@ pub const MAX_SENSOR: u32 = 16_384;
 
 /// Run the camera until `stop` is set (or `duration` passes); what it did.
 pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
+    apply_nice(&opts);
     let mut camera = CameraLoop::setup(opts)?;
     while !stop.load(Ordering::SeqCst) && !camera.expired() {
         camera.turn();
     }
     camera.finish()
+}
+
+/// The nice value of a camera whose host is on the same machine (a loopback address): a real
+/// camera's work never takes its host's CPU, and a virtual one at the host's priority does.
+/// At its default 10 Gbit/s pace the camera wakes every few microseconds and keeps most of a
+/// CPU; where the scheduler puts the host on that CPU (on a two-CPU machine, for spells), each
+/// of those wake-ups took the CPU back from the host, a whole window (~0.5 MB) waited in the
+/// host's socket, and a frame's TRAILER reached the host ~430 us late. At nice 10 the host
+/// runs first: ~20 us (docs/BENCHMARKS.md). Nice 3, 5 and 7 did not do it.
+pub const LOCAL_NICE: i32 = 10;
+
+/// The nice value `opts` asks for: [`RunOptions::nice`], else [`LOCAL_NICE`] for a camera on
+/// a loopback address (its GVCP or RoCEv2 address), else none.
+pub fn wanted_nice(opts: &RunOptions) -> Option<i32> {
+    let local = opts.ip().is_loopback() || opts.roce_ip.is_some_and(|a| a.is_loopback());
+    opts.nice.or(local.then_some(LOCAL_NICE))
+}
+
+/// Run the calling (camera) thread at [`wanted_nice`], if that is lower priority than it has:
+/// raising a priority needs privilege, and a camera never asks for it (a host that wants to
+/// preempt others asks for itself: `rdmacam-host --high-priority`).
+pub(crate) fn apply_nice(opts: &RunOptions) {
+    let Some(nice) = wanted_nice(opts) else {
+        return;
+    };
+    let now = rdmacam_io::sched::thread_nice();
+    if nice <= now {
+        return;
+    }
+    match rdmacam_io::sched::set_thread_nice(nice) {
+        Ok(()) => tracing::debug!(nice, "camera thread priority lowered"),
+        Err(e) => tracing::warn!("cannot run the camera thread at nice {nice}: {e}"),
+    }
 }
 
 /// The addresses of the cameras `rdmacam run` serves: the `--ip` list, or `--cameras N`
@@ -378,5 +417,50 @@ mod tests {
         assert!(camera_addresses(&[a("10.0.0.2")], Some(0)).is_err());
         assert!(camera_addresses(&[a("10.0.0.2")], Some(257)).is_err());
         assert!(camera_addresses(&[a("255.255.255.254")], Some(3)).is_err());
+    }
+
+    /// A camera whose host is on this machine (a loopback address) runs its thread at
+    /// LOCAL_NICE; one on another address keeps its priority; `--nice` chooses; and a
+    /// thread already at a lower priority is never raised.
+    #[test]
+    fn a_camera_on_loopback_gives_its_host_the_cpu_first() {
+        let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let nice_after = |o: RunOptions, start: Option<i32>| {
+            std::thread::spawn(move || {
+                if let Some(n) = start {
+                    rdmacam_io::sched::set_thread_nice(n).unwrap();
+                }
+                apply_nice(&o);
+                rdmacam_io::sched::thread_nice()
+            })
+            .join()
+            .unwrap()
+        };
+        let base = rdmacam_io::sched::thread_nice();
+        let on = |ip| RunOptions::new(a(ip), "NICE");
+        assert_eq!(nice_after(on("127.0.0.3"), None), LOCAL_NICE.max(base));
+        assert_eq!(nice_after(on("10.0.0.2"), None), base);
+        let roce_local = RunOptions {
+            roce_ip: Some("::1".parse().unwrap()),
+            ..on("10.0.0.2")
+        };
+        assert_eq!(wanted_nice(&roce_local), Some(LOCAL_NICE));
+        let keep = RunOptions {
+            nice: Some(0),
+            ..on("127.0.0.3")
+        };
+        assert_eq!(nice_after(keep, None), base);
+        let five = RunOptions {
+            nice: Some(5),
+            ..on("10.0.0.2")
+        };
+        assert_eq!(nice_after(five, None), 5.max(base));
+        // never back up: a thread started nicer than asked stays so
+        assert_eq!(nice_after(on("127.0.0.3"), Some(15)), 15.max(base));
+        assert_eq!(
+            base,
+            rdmacam_io::sched::thread_nice(),
+            "only the camera's thread"
+        );
     }
 }
