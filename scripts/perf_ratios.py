@@ -31,7 +31,9 @@ Sections (all by default):
            flat out (--fps 1000), the camera at its default link speed (a 10G NIC), from both
            sides' --latency-log on CLOCK_MONOTONIC; also split at the kernel's receive time;
            and the same with camera and host pinned to different CPUs (*_pinned: taskset), as
-           on two machines, where the scheduler cannot put them on one CPU; the median of at
+           on two machines, where the scheduler cannot put them on one CPU, and flat out with
+           both pinned to one CPU (latency_p99_us_flat_one_cpu: what the unpinned runs meet in
+           a spell where the scheduler keeps the two together; no line); the median of at
            least LATENCY_RUNS runs each (one build's p99 scatters 21-460 us between runs at
            1000 fps on this VM: three runs could not tell two builds apart). Beside each,
            the machine's own figure from the first build's udp_blast: the same frames, paced
@@ -144,7 +146,10 @@ LATENCY_RUNS = 8
 
 def on_cpu(pin):
     """The command prefix that runs a process on CPU n when `pin` (taskset), else none: the
-    sender goes on CPU 0 and the receiver on CPU 1, as on two machines."""
+    sender goes on CPU 0 and the receiver on CPU 1, as on two machines; `pin` "one": both on
+    CPU 0."""
+    if pin == "one":
+        return lambda n: ["taskset", "-c", "0"]
     return (lambda n: ["taskset", "-c", str(n)]) if pin else (lambda n: [])
 
 
@@ -153,7 +158,8 @@ def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), li
     """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s.
     `link`: the camera's --link-mbps (100000 by default: loopback is no 10G link, pace only
     above what it carries, as the demo does; None: the camera's default, a 10G NIC).
-    `pin`: camera on CPU 0 and host on CPU 1 (taskset), as a host and camera on two machines."""
+    `pin`: camera on CPU 0 and host on CPU 1 (taskset), as a host and camera on two machines;
+    "one": both on CPU 0 (on_cpu)."""
     pace = ["--link-mbps", str(link)] if link else []
     cpu = on_cpu(pin)
     cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps), *pace,
@@ -301,7 +307,8 @@ class Sitting:
         for fps, name, pin in [(100, "latency_p99_us_100fps", False),
                                (1000, "latency_p99_us_flat", False),
                                (100, "latency_p99_us_100fps_pinned", True),
-                               (1000, "latency_p99_us_flat_pinned", True)]:
+                               (1000, "latency_p99_us_flat_pinned", True),
+                               (1000, "latency_p99_us_flat_one_cpu", "one")]:
             p99 = {s: [] for s, _ in self.builds}
             for k in range(max(self.runs, LATENCY_RUNS)):
                 for s, b in self.turns(k):
