@@ -15,6 +15,7 @@
 //! * [`images`]: loading image files and converting them to the camera's pixel formats.
 //! * `verbs` (cargo feature `verbs`): one RC queue pair on an RDMA device through `sideway`.
 
+pub mod arrival;
 pub mod capture;
 pub mod clock;
 pub mod gso;

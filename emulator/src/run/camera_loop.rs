@@ -128,6 +128,13 @@ impl CameraLoop {
         }
         let control = control_socket(SocketAddrV4::new(ip, opts.gvcp_port))?;
         let discovery = discovery_sockets(ip, opts.gvcp_port)?;
+        // an ACTION_CMD fires at its arrival, as a camera's hardware latches it: the cameras of
+        // a rig on one busy machine otherwise fire when each next gets a CPU, milliseconds apart
+        for s in std::iter::once(&control).chain(&discovery) {
+            if let Err(e) = rdmacam_io::arrival::stamp_arrivals(s) {
+                warn!("no receive times on the GVCP sockets ({e}): actions fire when read");
+            }
+        }
         if opts.verbs.is_some() && opts.roce {
             bail!("choose one ORSP transport: udp or verbs");
         }
@@ -442,19 +449,28 @@ impl CameraLoop {
             std::iter::once((&self.control, false)).chain(self.discovery.iter().map(|d| (d, true)));
         for (sock, only_discovery) in listeners {
             loop {
-                match sock.recv_from(&mut self.rx) {
-                    Ok((n, SocketAddr::V4(src))) => {
+                match rdmacam_io::arrival::recv_from_aged(sock, &mut self.rx) {
+                    Ok((n, SocketAddr::V4(src), age)) => {
                         busy = true;
                         let datagram = &self.rx[..n];
+                        let command = gvcp::Command::parse(datagram).map(|c| c.command);
                         // broadcast carries DISCOVERY and ACTION_CMD (a rig fires at once)
                         if only_discovery
-                            && gvcp::Command::parse(datagram).map_or(true, |c| {
-                                c.command != gvcp::cmd::DISCOVERY && c.command != gvcp::cmd::ACTION
+                            && command.map_or(true, |c| {
+                                c != gvcp::cmd::DISCOVERY && c != gvcp::cmd::ACTION
                             })
                         {
                             continue;
                         }
-                        if let Some(reply) = self.cam.handle_gvcp(now, src, datagram, &mut self.tx)
+                        // an action fires at the command's arrival (its trigger's timestamp);
+                        // everything else is handled at the turn's time
+                        let at = match (command, age) {
+                            (Ok(gvcp::cmd::ACTION), Some(age)) => Instant::from_nanos(
+                                self.now().as_nanos().saturating_sub(age.as_nanos() as u64),
+                            ),
+                            _ => now,
+                        };
+                        if let Some(reply) = self.cam.handle_gvcp(at, src, datagram, &mut self.tx)
                             && let Err(e) = self.control.send_to(&self.tx[..reply.len], src)
                         {
                             warn!(%src, "GVCP reply failed: {e}");
