@@ -12,6 +12,8 @@
 //! * [`clock`]: the machine-wide monotonic clock that lines up the logs of several processes.
 //! * [`link`]: what a link carries (interface and route MTUs), for the path MTU.
 //! * [`sockopt`]: socket options the standard library lacks (Don't Fragment, ...).
+//! * [`arrival`]: datagrams with the kernel's receive time (a GVCP action fires at its arrival).
+//! * [`sched`]: a thread's priority and CPU time; [`share`]: giving a CPU to a peer on it.
 //! * [`images`]: loading image files and converting them to the camera's pixel formats.
 //! * `verbs` (cargo feature `verbs`): one RC queue pair on an RDMA device through `sideway`.
 

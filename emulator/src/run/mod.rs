@@ -265,7 +265,7 @@ pub fn wanted_nice(opts: &RunOptions) -> Option<i32> {
 /// Run the calling (camera) thread at [`wanted_nice`], if that is lower priority than it has:
 /// raising a priority needs privilege, and a camera never asks for it (a host that wants to
 /// preempt others asks for itself: `rdmacam-host --high-priority`).
-pub(crate) fn apply_nice(opts: &RunOptions) {
+fn apply_nice(opts: &RunOptions) {
     let Some(nice) = wanted_nice(opts) else {
         return;
     };
