@@ -263,12 +263,12 @@ impl Plane {
                     Err(e) => {
                         // the estimate never promises more than the buffer holds, but say so:
                         // a window below the measured one costs rate
+                        let n = estimate();
                         eprintln!(
-                            "receive window estimated ({} packets of {packet} bytes): could not \
-                             measure what the receive buffer holds: {e}",
-                            estimate()
+                            "receive window estimated ({n} packets of {packet} bytes): could not \
+                             measure what the receive buffer holds: {e}"
                         );
-                        estimate()
+                        n
                     }
                 };
                 // a camera's GSO runs arrive as one buffer each, cut apart here: one receive
