@@ -17,7 +17,7 @@ use rdmacam_protocol::rc::{
     WorkRequest, split_rocev2,
 };
 use rdmacam_protocol::wire::Opcode;
-use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+use rdmacam_protocol::wire::pmtu::Pmtu;
 use serde::Serialize;
 
 use crate::place::Memory;
@@ -830,16 +830,11 @@ impl OrspHost {
                 self.msgs.len() as u32 - 1
             }
         };
-        self.backlog.push_back(WorkRequest {
-            wr_id: u64::from(handle),
-            kind: MessageKind::Send,
-            payload: PayloadRef { handle, offset: 0 },
+        self.backlog.push_back(WorkRequest::send(
+            u64::from(handle),
+            PayloadRef::new(handle, 0),
             len,
-            remote_va: 0,
-            rkey: 0,
-            imm: 0,
-            solicited: false,
-        });
+        ));
         self.post_backlog();
     }
 

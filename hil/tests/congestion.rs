@@ -13,7 +13,7 @@ use rdmacam_protocol::rc::{
     DcqcnConfig, Instant, Path, PayloadRef, RateConfig, Requester, RequesterConfig,
     ResponderConfig, WcStatus, WorkRequest, split_rocev2,
 };
-use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+use rdmacam_protocol::wire::pmtu::Pmtu;
 
 const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const RKEY: u32 = 0x1234;
@@ -88,19 +88,13 @@ fn bottleneck(dcqcn: bool) -> ([f64; 2], [u64; 2], Duration) {
             // always work to do: WRITEs of 64 KiB
             while f
                 .cam
-                .post(WorkRequest {
-                    wr_id: f.posted,
-                    kind: MessageKind::Write,
-                    payload: PayloadRef {
-                        handle: 0,
-                        offset: 0,
-                    },
-                    len: MSG,
-                    remote_va: VA,
-                    rkey: RKEY,
-                    imm: 0,
-                    solicited: false,
-                })
+                .post(WorkRequest::write(
+                    f.posted,
+                    PayloadRef::new(0, 0),
+                    MSG,
+                    VA,
+                    RKEY,
+                ))
                 .is_ok()
             {
                 f.posted += 1;

@@ -25,19 +25,7 @@ const MR_LEN: usize = 512 << 10;
 
 /// An RDMA WRITE of `len` bytes from the start of payload 0 to `remote_va`.
 fn write_wr(wr_id: u64, len: u32, remote_va: u64, rkey: u32) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 0,
-        },
-        len,
-        remote_va,
-        rkey,
-        imm: 0,
-        solicited: false,
-    }
+    WorkRequest::write(wr_id, PayloadRef::new(0, 0), len, remote_va, rkey)
 }
 
 fn configs(start_psn: u32) -> (RequesterConfig, ResponderConfig) {
@@ -573,19 +561,7 @@ fn sends(s: &mut Sim, n: u64) {
     s.buffers = vec![(0..=255u8).cycle().take(64 << 10).collect()];
     for i in 0..n {
         s.camera
-            .post(WorkRequest {
-                wr_id: i,
-                kind: MessageKind::Send,
-                payload: PayloadRef {
-                    handle: 0,
-                    offset: i * 100,
-                },
-                len: 2000,
-                remote_va: 0,
-                rkey: 0,
-                imm: 0,
-                solicited: true,
-            })
+            .post(WorkRequest::send(i, PayloadRef::new(0, i * 100), 2000).solicited())
             .unwrap();
     }
 }

@@ -9,7 +9,7 @@ use pcap_file::pcap::PcapReader;
 use rdmacam_protocol::rc::{
     Instant, Path, PayloadRef, Requester, RequesterConfig, WcStatus, WorkRequest, split_rocev2,
 };
-use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+use rdmacam_protocol::wire::pmtu::Pmtu;
 
 fn frames() -> Vec<Vec<u8>> {
     let p = FsPath::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/rxe-6.12-handbuilt.pcap");
@@ -41,19 +41,7 @@ fn requester(remote_qpn: u32) -> Requester<8, 8> {
 }
 
 fn write_3000(va: u64, rkey: u32) -> WorkRequest {
-    WorkRequest {
-        wr_id: 7,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 0,
-        },
-        len: 3000,
-        remote_va: va,
-        rkey,
-        imm: 0,
-        solicited: false,
-    }
+    WorkRequest::write(7, PayloadRef::new(0, 0), 3000, va, rkey)
 }
 
 fn reth(ip: &[u8]) -> (u64, u32) {

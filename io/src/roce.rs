@@ -770,7 +770,6 @@ mod tests {
     fn a_checked_batch_keeps_good_icrcs_drops_bad_ones_and_reads_the_ecn_bits() {
         use rdmacam_protocol::rc::WorkRequest;
         use rdmacam_protocol::rc::{Instant, Path, PayloadRef, Requester, RequesterConfig};
-        use rdmacam_protocol::wire::pmtu::MessageKind;
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut rx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
         let mut tx = RoceSocket::bind(lo, 0, 0, 0.0, 1).unwrap();
@@ -778,19 +777,7 @@ mod tests {
         path.src_port = tx.tx_port();
         path.dst_port = rx.rx.local_addr().unwrap().port();
         let mut rq: Requester<4, 4> = Requester::new(RequesterConfig::new(0x22, 0x11, 7, path));
-        let wr = |id| WorkRequest {
-            wr_id: id,
-            kind: MessageKind::Send,
-            payload: PayloadRef {
-                handle: 0,
-                offset: 0,
-            },
-            len: 64,
-            remote_va: 0,
-            rkey: 0,
-            imm: 0,
-            solicited: false,
-        };
+        let wr = |id| WorkRequest::send(id, PayloadRef::new(0, 0), 64);
         let data = [vec![0xabu8; 64]];
         let mut packets = Vec::new();
         for id in 0..2 {

@@ -11,7 +11,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rdmacam_protocol::rc::{
     Instant, Path, PayloadRef, Requester, RequesterConfig, TxPacket, WorkRequest,
 };
-use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+use rdmacam_protocol::wire::pmtu::Pmtu;
 
 const FRAME: usize = 16 << 20;
 
@@ -44,19 +44,13 @@ fn ack(psn: u32) -> [u8; 16] {
 }
 
 fn frame_write() -> WorkRequest {
-    WorkRequest {
-        wr_id: 1,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 0,
-        },
-        len: FRAME as u32,
-        remote_va: 0x7f00_0000_0000,
-        rkey: 0x1234,
-        imm: 0,
-        solicited: false,
-    }
+    WorkRequest::write(
+        1,
+        PayloadRef::new(0, 0),
+        FRAME as u32,
+        0x7f00_0000_0000,
+        0x1234,
+    )
 }
 
 fn packet_path(c: &mut Criterion) {

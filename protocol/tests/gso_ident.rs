@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use rdmacam_protocol::rc::{
     Instant, Path, PayloadRef, Requester, RequesterConfig, TxPacket, WorkRequest, split_rocev2,
 };
-use rdmacam_protocol::wire::pmtu::{MessageKind, Pmtu};
+use rdmacam_protocol::wire::pmtu::Pmtu;
 
 fn requester() -> Requester<4, 4> {
     let mut cfg = RequesterConfig::new(
@@ -26,19 +26,14 @@ fn requester() -> Requester<4, 4> {
     );
     cfg.pmtu = Pmtu::Mtu256;
     let mut rq = Requester::new(cfg);
-    rq.post(WorkRequest {
-        wr_id: 1,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 0,
-        },
-        len: 700, // FIRST, MIDDLE, LAST (188 bytes, 0 pad)
-        remote_va: 0x7f00_0000_1000,
-        rkey: 0x1234,
-        imm: 0,
-        solicited: false,
-    })
+    // FIRST, MIDDLE, LAST (188 bytes, 0 pad)
+    rq.post(WorkRequest::write(
+        1,
+        PayloadRef::new(0, 0),
+        700,
+        0x7f00_0000_1000,
+        0x1234,
+    ))
     .unwrap();
     rq
 }

@@ -151,20 +151,8 @@ fn the_descriptor_layout_is_the_documented_one() {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
     );
     let mut rq = requester(path, true);
-    rq.post(WorkRequest {
-        wr_id: 1,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 1,
-        },
-        len: 61,
-        remote_va: 0x1000,
-        rkey: 7,
-        imm: 0,
-        solicited: false,
-    })
-    .unwrap();
+    rq.post(WorkRequest::write(1, PayloadRef::new(0, 1), 61, 0x1000, 7))
+        .unwrap();
     let p = rq.poll_transmit(Instant::ZERO, memory.as_slice()).unwrap();
     let b = TxDescriptor::of(&p).to_bytes();
     // version 1, flags ICRC, 56 header bytes (IPv4 20, UDP 8, BTH 12, RETH 16), pad 3

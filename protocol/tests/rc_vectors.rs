@@ -11,7 +11,6 @@ use rdmacam_protocol::rc::{
     Instant, MemoryRegion, Path, PayloadRef, Placement, RecvOpcode, Requester, RequesterConfig,
     Responder, ResponderConfig, WcStatus, WorkRequest, split_rocev2,
 };
-use rdmacam_protocol::wire::pmtu::MessageKind;
 use rdmacam_protocol::wire::{IbRepr, aeth::AethSyndrome};
 
 const CAM: Ipv4Addr = Ipv4Addr::new(192, 168, 10, 2);
@@ -257,19 +256,7 @@ fn payload() -> [Vec<u8>; 1] {
 
 /// A 64-byte RDMA WRITE into the region vectors A and B write into.
 fn write(wr_id: u64) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        kind: MessageKind::Write,
-        payload: PayloadRef {
-            handle: 0,
-            offset: 0,
-        },
-        len: 64,
-        remote_va: 0x7f00_0000_1000,
-        rkey: 0x1234,
-        imm: 0,
-        solicited: false,
-    }
+    WorkRequest::write(wr_id, PayloadRef::new(0, 0), 64, 0x7f00_0000_1000, 0x1234)
 }
 
 /// [`camera_requester`] after 0x100 left at 0 and was acknowledged at 10 us: one round trip

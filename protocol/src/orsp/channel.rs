@@ -9,7 +9,7 @@ use crate::gev::gvsp::{ImageLeader, ImageTrailer, TrailerChunks};
 use crate::gev::status;
 use crate::rc::{Completion, PayloadRef, WcStatus, WorkRequest};
 use crate::splitmix::splitmix64;
-use crate::wire::pmtu::{MessageKind, Pmtu};
+use crate::wire::pmtu::Pmtu;
 
 /// TX_TUNING's default: DSCP 0, ECN-capable transport ECT(0).
 pub const ECT0: u32 = 0b10;
@@ -707,19 +707,13 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         let mut off = 0u64;
         while off < valid {
             let n = chunk.min(valid - off);
-            self.push_work(WorkRequest {
-                wr_id: TAG_WRITE | block_id,
-                kind: MessageKind::Write,
-                payload: PayloadRef {
-                    handle: frame_handle,
-                    offset: off,
-                },
-                len: n as u32,
-                remote_va: desc.addr + off,
-                rkey: desc.rkey,
-                imm: 0,
-                solicited: false,
-            });
+            self.push_work(WorkRequest::write(
+                TAG_WRITE | block_id,
+                PayloadRef::new(frame_handle, off),
+                n as u32,
+                desc.addr + off,
+                desc.rkey,
+            ));
             off += n;
         }
         let st = if truncated {
@@ -749,19 +743,14 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         .expect("trailer fits a slot");
         self.tx_seq += 1;
         self.slot_len[slot] = n as u16;
-        self.push_work(WorkRequest {
-            wr_id: TAG_TRAILER | slot as u64,
-            kind: MessageKind::Send,
-            payload: PayloadRef {
-                handle: MSG_HANDLE_BASE + slot as u32,
-                offset: 0,
-            },
-            len: n as u32,
-            remote_va: 0,
-            rkey: 0,
-            imm: 0,
-            solicited: true,
-        });
+        self.push_work(
+            WorkRequest::send(
+                TAG_TRAILER | slot as u64,
+                PayloadRef::new(MSG_HANDLE_BASE + slot as u32, 0),
+                n as u32,
+            )
+            .solicited(),
+        );
         let _ = self.in_flight.push_back(InFlight { frame_handle });
         FrameOutcome::Sent
     }
@@ -917,17 +906,12 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.tx_seq += 1;
         self.slot_len[slot] = n as u16;
         let wr = WorkRequest {
-            wr_id: TAG_MSG | slot as u64,
-            kind: MessageKind::Send,
-            payload: PayloadRef {
-                handle: MSG_HANDLE_BASE + slot as u32,
-                offset: 0,
-            },
-            len: n as u32,
-            remote_va: 0,
-            rkey: 0,
-            imm: 0,
             solicited,
+            ..WorkRequest::send(
+                TAG_MSG | slot as u64,
+                PayloadRef::new(MSG_HANDLE_BASE + slot as u32, 0),
+                n as u32,
+            )
         };
         self.pending.push_back(wr).is_ok()
     }
@@ -948,6 +932,7 @@ pub fn failure_code(s: WcStatus) -> u16 {
 mod tests {
     use super::*;
     use crate::orsp::msg::{DeviceMessage, parse_device};
+    use crate::wire::pmtu::MessageKind;
     use std::vec::Vec as StdVec;
 
     /// Frame `n`: 100x50 Mono8 (5000 bytes), no chunks, as the device's frame describes it.

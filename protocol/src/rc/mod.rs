@@ -176,6 +176,13 @@ pub struct PayloadRef {
     pub offset: u64,
 }
 
+impl PayloadRef {
+    /// `offset` bytes into buffer `handle`.
+    pub const fn new(handle: u32, offset: u64) -> Self {
+        PayloadRef { handle, offset }
+    }
+}
+
 /// Resolves payload references to bytes when a packet is built; asked again for the same bytes
 /// on retransmission, so the bytes must stay put until the work request completes.
 pub trait PayloadSource {

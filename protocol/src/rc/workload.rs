@@ -8,7 +8,6 @@ use core::hint::black_box;
 
 use super::{Instant, PayloadRef, PayloadSource, Requester, TxPacket, WorkRequest};
 use crate::wire::aeth::{AethRepr, AethSyndrome};
-use crate::wire::pmtu::MessageKind;
 use crate::wire::{BthRepr, IbRepr, Opcode};
 
 /// Packets sent between two cumulative ACKs, and the most work requests kept posted.
@@ -29,19 +28,7 @@ pub fn stream<const SQ: usize, const CQ: usize, S: PayloadSource + ?Sized>(
     let (mut sent, mut posted_packets, mut posted) = (0u32, 0u32, 0u64);
     while sent < n {
         while posted_packets < n && rq.outstanding() < BURST {
-            let wr = WorkRequest {
-                wr_id: posted,
-                kind: MessageKind::Write,
-                payload: PayloadRef {
-                    handle: 0,
-                    offset: 0,
-                },
-                len,
-                remote_va: 0x1000,
-                rkey: 1,
-                imm: 0,
-                solicited: false,
-            };
+            let wr = WorkRequest::write(posted, PayloadRef::new(0, 0), len, 0x1000, 1);
             if rq.post(wr).is_err() {
                 break;
             }

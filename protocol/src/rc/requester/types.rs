@@ -100,6 +100,51 @@ pub struct WorkRequest {
     pub solicited: bool,
 }
 
+impl WorkRequest {
+    /// An RDMA WRITE of `len` bytes from `payload` to `remote_va` under `rkey`: no immediate
+    /// data, no solicited event.
+    pub const fn write(
+        wr_id: u64,
+        payload: PayloadRef,
+        len: u32,
+        remote_va: u64,
+        rkey: u32,
+    ) -> Self {
+        WorkRequest {
+            wr_id,
+            kind: MessageKind::Write,
+            payload,
+            len,
+            remote_va,
+            rkey,
+            imm: 0,
+            solicited: false,
+        }
+    }
+
+    /// A SEND of `len` bytes from `payload`: no immediate data, no solicited event.
+    pub const fn send(wr_id: u64, payload: PayloadRef, len: u32) -> Self {
+        WorkRequest {
+            wr_id,
+            kind: MessageKind::Send,
+            payload,
+            len,
+            remote_va: 0,
+            rkey: 0,
+            imm: 0,
+            solicited: false,
+        }
+    }
+
+    /// The same request, asking the peer for a solicited event on its last packet.
+    pub const fn solicited(self) -> Self {
+        WorkRequest {
+            solicited: true,
+            ..self
+        }
+    }
+}
+
 /// How a work request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WcStatus {
