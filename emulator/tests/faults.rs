@@ -37,18 +37,19 @@ fn n(v: &Value, path: &str) -> u64 {
         .unwrap_or_else(|| panic!("{path} missing in {v}"))
 }
 
+/// No frame bad, and every frame received or reported dropped by the camera.
+fn all_good(s: &Value, text: &str) {
+    assert_eq!(n(s, "frames_bad"), 0, "{text}");
+    assert!(
+        n(s, "frames_received") + n(s, "frames_dropped") >= n(s, "frames_expected"),
+        "{text}"
+    );
+}
+
 /// Each fault kind in the demo (camera and reference host on loopback, ORSP), one after the
 /// other (they share the demo's ports).
 #[test]
 fn each_fault_kind_is_seen_by_the_host_and_the_stream_recovers() {
-    let all_good = |s: &Value, text: &str| {
-        assert_eq!(n(s, "frames_bad"), 0, "{text}");
-        assert!(
-            n(s, "frames_received") + n(s, "frames_dropped") >= n(s, "frames_expected"),
-            "{text}"
-        );
-    };
-
     // a bad ICRC: the host discards the packet, NAKs the gap, the camera resends
     let (code, s, text) = demo(&["--frames", "100", "--fault", "corrupt:every=200"]);
     assert_eq!(code, 0, "{text}");
@@ -124,6 +125,19 @@ fn each_fault_kind_is_seen_by_the_host_and_the_stream_recovers() {
         n(&s, "reconnects") + 1,
         "{text}"
     );
+}
+
+/// A stream that starts stalled for longer than the camera's heartbeat timeout (3 s): the
+/// host, waiting for the HELLO, keeps control all the while (a heartbeat thread through its
+/// set-up), and every frame arrives on the first connection. Before, the camera dropped the
+/// host's control at 3 s and the demo ended in "no HELLO from the camera within 5 s".
+#[test]
+fn a_host_keeps_control_through_a_set_up_longer_than_the_heartbeat_timeout() {
+    let (code, s, text) = demo(&["--frames", "10", "--fault", "stall:for=4s,at=0s"]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert_eq!(n(&s, "reconnects"), 0, "{text}");
+    assert_eq!(n(&s, "camera.faults.stall"), 1, "{text}");
 }
 
 /// `rdmacam run --transport udp` on its own ports; stdout piped (its summary).

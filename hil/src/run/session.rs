@@ -30,13 +30,23 @@ pub(super) fn session(
     stop: &Arc<AtomicBool>,
     gvcp: &mut GvcpClient,
 ) -> Result<Summary> {
+    // set-up may block longer than the camera's heartbeat timeout (gigabytes of buffers to
+    // zero or register, a HELLO on a lossy link, a stream that starts stalled): a thread keeps
+    // control meanwhile; the stream loop beats on its own
+    let keeper = gvcp
+        .keep_control(HEARTBEAT_PERIOD)
+        .context("cannot start the GVCP heartbeat thread")?;
     let camera = configure(o, gvcp)?;
     let mut s = Session::open(o, gvcp, &camera)?;
     s.connect()?;
     s.start()?;
+    drop(keeper);
     s.stream(stop)?;
     s.finish()
 }
+
+/// How often the host sends a heartbeat: a sixth of the camera's default timeout (3 s).
+const HEARTBEAT_PERIOD: Duration = Duration::from_millis(500);
 
 /// Chunk mode and the frame rate as the options ask; what the camera offers (ORSP version,
 /// path MTU) and what a frame will be.
@@ -332,7 +342,7 @@ impl<'a> Session<'a> {
             if !self.plane.pump()? {
                 self.plane.wait()?;
             }
-            if run.last_beat.elapsed() > Duration::from_millis(500) {
+            if run.last_beat.elapsed() > HEARTBEAT_PERIOD {
                 self.gvcp.heartbeat();
                 run.last_beat = StdInstant::now();
             }

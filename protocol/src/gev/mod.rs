@@ -40,4 +40,26 @@ pub mod status {
     pub const DATA_OVERRUN: u16 = 0x800D;
     /// Generic error.
     pub const ERROR: u16 = 0x8FFF;
+
+    /// The name a status code goes by (`GEV_STATUS_` and this), for messages a person reads.
+    pub const fn name(code: u16) -> Option<&'static str> {
+        Some(match code {
+            SUCCESS => "SUCCESS",
+            PACKET_RESEND => "PACKET_RESEND",
+            NOT_IMPLEMENTED => "NOT_IMPLEMENTED",
+            INVALID_PARAMETER => "INVALID_PARAMETER",
+            INVALID_ADDRESS => "INVALID_ADDRESS",
+            WRITE_PROTECT => "WRITE_PROTECT",
+            BAD_ALIGNMENT => "BAD_ALIGNMENT",
+            ACCESS_DENIED => "ACCESS_DENIED",
+            BUSY => "BUSY",
+            PACKET_UNAVAILABLE => "PACKET_UNAVAILABLE",
+            DATA_OVERRUN => "DATA_OVERRUN",
+            INVALID_HEADER => "INVALID_HEADER",
+            OVERFLOW => "OVERFLOW",
+            ACTION_LATE => "ACTION_LATE",
+            ERROR => "ERROR",
+            _ => return None,
+        })
+    }
 }
