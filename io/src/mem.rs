@@ -17,6 +17,21 @@ pub fn resident_zeroed(len: usize) -> Vec<u8> {
     bytes
 }
 
+/// The memory this machine can give a new allocation without swapping, in bytes
+/// (`MemAvailable` of `/proc/meminfo`); `None` where the kernel does not say.
+pub fn available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    mem_available(&meminfo)
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB")).then_some(kib.checked_mul(1024)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,6 +42,19 @@ mod tests {
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
         u.ru_minflt
+    }
+
+    #[test]
+    fn the_memory_available_is_read_from_meminfo() {
+        // the lines of a Debian 12 machine's /proc/meminfo, as the kernel writes them
+        let text = "MemTotal:       24609104 kB\nMemFree:        21871120 kB\n\
+                    MemAvailable:   23512340 kB\nBuffers:          143020 kB\n";
+        assert_eq!(mem_available(text), Some(23_512_340 * 1024));
+        assert_eq!(mem_available("MemTotal:       24609104 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable:   12 MB\n"), None);
+        assert_eq!(mem_available("MemAvailable:   lots kB\n"), None);
+        // this machine's own says something
+        assert!(available_bytes().is_some_and(|b| b > 0));
     }
 
     #[test]

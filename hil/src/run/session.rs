@@ -94,6 +94,25 @@ fn configure(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<CameraFacts> {
     })
 }
 
+/// Refuse frame buffers this machine cannot hold: every page of them is put in place before
+/// the stream (or pinned by a verbs registration), and more than there is ends in an abort or
+/// the OOM killer, not in an error a user can act on.
+fn check_memory(buffers: u32, payload: usize) -> Result<()> {
+    let need = u64::from(buffers) * payload as u64;
+    if let Some(available) = rdmacam_io::mem::available_bytes()
+        && need > available
+    {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        bail!(
+            "{buffers} frame buffers of {payload} bytes need {:.1} GiB, more than the {:.1} GiB \
+             this machine has available: fewer --buffers, or a smaller frame",
+            gib(need),
+            gib(available)
+        );
+    }
+    Ok(())
+}
+
 /// A session from the open data plane on.
 struct Session<'a> {
     o: &'a HostOptions,
@@ -118,6 +137,7 @@ impl<'a> Session<'a> {
     fn open(o: &'a HostOptions, gvcp: &'a mut GvcpClient, camera: &CameraFacts) -> Result<Self> {
         let roce_local = o.roce_local.unwrap_or(IpAddr::V4(o.local));
         let camera_roce = o.camera_roce.unwrap_or(IpAddr::V4(o.camera));
+        check_memory(o.buffers, camera.payload)?;
         let (mut plane, pmtu) = Plane::open(o, roce_local, camera_roce, camera)?;
         plane.set_images(o.images.clone());
         Ok(Session {
