@@ -488,6 +488,19 @@ fn bad_settings_are_refused_before_anything_starts() {
             &["demo", "--frames", "0"][..],
             "--frames must be at least 1",
         ),
+        // 25,000 GiB of frame buffers: refused before any is made, not an abort
+        (
+            &[
+                "demo",
+                "--buffers",
+                "100000",
+                "--width",
+                "16384",
+                "--height",
+                "16384",
+            ][..],
+            "100000 frame buffers of 268435456 bytes need 25000.0 GiB, more than the",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
             .args(args)
