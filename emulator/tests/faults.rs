@@ -12,8 +12,11 @@ use serde_json::Value;
 mod common;
 
 /// `rdmacam demo --json` with these arguments: exit code, summary (host fields at the top,
-/// the camera's under "camera"), stdout.
+/// the camera's under "camera"), stdout. One demo at a time: every demo camera serves the
+/// same ports.
 fn demo(args: &[&str]) -> (i32, Value, String) {
+    static DEMO_PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _ports = DEMO_PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
         .args(["demo", "--json", "--width", "640", "--height", "480"])
         .args(args)
@@ -47,7 +50,7 @@ fn all_good(s: &Value, text: &str) {
 }
 
 /// Each fault kind in the demo (camera and reference host on loopback, ORSP), one after the
-/// other (they share the demo's ports).
+/// other.
 #[test]
 fn each_fault_kind_is_seen_by_the_host_and_the_stream_recovers() {
     // a bad ICRC: the host discards the packet, NAKs the gap, the camera resends
