@@ -252,6 +252,65 @@ fn a_host_injects_faults_at_the_moment_it_chooses() {
     assert!(n(&cams[0], "retransmitted") >= 5, "{}", cams[0]);
 }
 
+/// The camera's counters and block ids run on across connections; each host reports its own
+/// stream. A first host meets 4 dropped frames and corrupted packets (resent); a second host
+/// on the same camera then reports 0 dropped, 0 retransmitted, and its own frames expected,
+/// with --frames and without. Before, the second host took the camera's totals from
+/// STREAM_END and the retransmission counter: 4 dropped, the first host's resends, and
+/// without --frames every block id since the camera started as expected.
+#[test]
+fn a_second_host_on_a_camera_reports_only_its_own_stream() {
+    let ports = (19630, 17980, 17981);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let run = |o: &rdmacam_hil::run::HostOptions| {
+        rdmacam_hil::run::run_host(o, &Arc::new(AtomicBool::new(false))).expect("the host streams")
+    };
+    let mut o = host("127.0.0.1", "127.0.0.1", ports, 30);
+    o.inject = ["5:FrameDrop:4", "10:PacketCorrupt:3"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let first = run(&o);
+    assert_eq!(
+        (
+            first.frames_expected,
+            first.frames_received,
+            first.frames_dropped
+        ),
+        (30, 26, 4),
+        "{first:?}"
+    );
+    assert!(first.retransmitted_packets >= 3, "{first:?}");
+    let second = run(&host("127.0.0.1", "127.0.0.1", ports, 20));
+    assert_eq!(
+        (
+            second.frames_expected,
+            second.frames_received,
+            second.frames_dropped,
+            second.retransmitted_packets
+        ),
+        (20, 20, 0, 0),
+        "{second:?}"
+    );
+    // no --frames: a second's worth, and what it expects is what this host's stream held
+    let third = run(&rdmacam_hil::run::HostOptions {
+        frames: None,
+        duration: Some(Duration::from_secs(1)),
+        ..host("127.0.0.1", "127.0.0.1", ports, 1)
+    });
+    assert!(third.ok(), "{third:?}");
+    assert_eq!(third.frames_dropped, 0, "{third:?}");
+    assert_eq!(third.frames_expected, third.frames_received, "{third:?}");
+    assert!((50..=150).contains(&third.frames_received), "{third:?}");
+    // the camera counts the frames it sent: 26, 20 and the third host's
+    let cams = stop(cam);
+    assert_eq!(
+        cams[0]["orsp_frames"],
+        26 + 20 + third.frames_received,
+        "{cams:?}"
+    );
+}
+
 /// Several cameras over ORSP at once from one process, each into its own host, with a fault
 /// aimed at one of them: every frame of every camera checked, the fault only where aimed.
 #[test]

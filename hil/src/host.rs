@@ -60,17 +60,20 @@ pub struct HostConfig {
 /// The JSON summary `rdmacam-host --json` and `rdmacam demo --json` print.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Summary {
-    /// Frames expected: `--frames`, or the block-id span up to STREAM_END.
+    /// Frames expected: `--frames`, or the frames the camera acquired (sent and dropped) from
+    /// this host's AcquisitionStart to STREAM_END.
     pub frames_expected: u64,
     /// TRAILERs received.
     pub frames_received: u64,
     /// Frames whose bytes, size or status were wrong.
     pub frames_bad: u64,
-    /// Frames the camera reported dropped (block-id gaps flagged in the next LEADER).
+    /// Frames the camera dropped while this host streamed: block-id gaps flagged in a LEADER,
+    /// or its FRAMES_DROPPED counter's growth, whichever says more.
     pub frames_dropped: u64,
     /// Payload bytes received.
     pub bytes_received: u64,
-    /// The camera's retransmitted packets (ORSP counter, read over GVCP).
+    /// The packets the camera retransmitted while this host streamed (the ORSP counter's
+    /// growth, read over GVCP).
     pub retransmitted_packets: u64,
     /// Payload throughput.
     pub gbit_per_s: f64,
@@ -408,10 +411,11 @@ impl HostCore {
                     ..
                 },
             )) => {
+                // a gap since this host's previous LEADER; before its first one the block ids
+                // may be another host's (they run on across connections), and the camera's
+                // FRAMES_DROPPED says what this host missed there
                 if previous_dropped && self.last_block != 0 {
                     self.stats.dropped += block_id.saturating_sub(self.last_block + 1);
-                } else if previous_dropped {
-                    self.stats.dropped += block_id.saturating_sub(1);
                 }
                 self.last_block = block_id;
                 self.leaders.insert(buffer_id, (block_id, leader));

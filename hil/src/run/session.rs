@@ -113,6 +113,32 @@ fn check_memory(buffers: u32, payload: usize) -> Result<()> {
     Ok(())
 }
 
+/// The camera's frame and retransmission counters (OrspCounters) at one moment.
+#[derive(Debug, Default, Clone, Copy)]
+struct CameraCounts {
+    sent: u32,
+    dropped: u32,
+    retransmitted: u32,
+}
+
+impl CameraCounts {
+    /// Read them; 0 for a counter the camera does not answer.
+    fn read(gvcp: &mut GvcpClient) -> Self {
+        let mut r = |off: u32| gvcp.read(oregs::BASE + off).unwrap_or(0);
+        CameraCounts {
+            sent: r(oregs::COUNTER_FRAMES_SENT),
+            dropped: r(oregs::COUNTER_FRAMES_DROPPED),
+            retransmitted: r(oregs::COUNTER_RETRANSMITTED),
+        }
+    }
+}
+
+/// A camera counter's growth from `base` to `now`. A counter below its base was cleared
+/// meanwhile (OrspControl CLEAR_COUNTERS): what it counts now came since.
+fn since(base: u32, now: u32) -> u32 {
+    now.checked_sub(base).unwrap_or(now)
+}
+
 /// A session from the open data plane on.
 struct Session<'a> {
     o: &'a HostOptions,
@@ -126,6 +152,9 @@ struct Session<'a> {
     /// The OrspHostRxWindow written (0: none).
     rx_window: u32,
     cm: Option<CmConn>,
+    /// The camera's counters when this host started acquisition: they count every host's
+    /// frames since the camera started, and this host reports its own.
+    base: CameraCounts,
     /// When acquisition started.
     start: StdInstant,
     /// This thread's CPU time then.
@@ -150,6 +179,7 @@ impl<'a> Session<'a> {
             keeps_rx_window: camera.keeps_rx_window,
             rx_window: 0,
             cm: None,
+            base: CameraCounts::default(),
             start: StdInstant::now(),
             cpu_start: rdmacam_io::sched::thread_cpu_time(),
         })
@@ -306,11 +336,19 @@ impl<'a> Session<'a> {
     fn start(&mut self) -> Result<()> {
         match self.o.frames {
             Some(n) => {
+                let Ok(count) = u32::try_from(n) else {
+                    bail!(
+                        "--frames {n} is more than a camera's AcquisitionFrameCount holds (4294967295)"
+                    );
+                };
                 self.gvcp.write(regs::ACQUISITION_MODE, mode::MULTI_FRAME)?;
-                self.gvcp.write(regs::FRAME_COUNT, n as u32)?;
+                self.gvcp
+                    .write(regs::FRAME_COUNT, count)
+                    .with_context(|| format!("the camera refused AcquisitionFrameCount {n}"))?;
             }
             None => self.gvcp.write(regs::ACQUISITION_MODE, mode::CONTINUOUS)?,
         }
+        self.base = CameraCounts::read(self.gvcp);
         self.gvcp.write(regs::ACQUISITION_COMMAND, command::START)?;
         self.start = StdInstant::now();
         self.cpu_start = rdmacam_io::sched::thread_cpu_time();
@@ -326,7 +364,11 @@ impl<'a> Session<'a> {
         if let Err(cause) = r {
             progress.abandon();
             let retransmitted = self.camera_retransmitted();
-            let dropped = self.plane.stats().dropped;
+            let dropped = self
+                .plane
+                .stats()
+                .dropped
+                .max(self.camera_dropped().map_or(0, u64::from));
             let summary = self.summary(
                 self.o.frames.unwrap_or(0),
                 dropped,
@@ -339,11 +381,21 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The camera's count of retransmitted packets (OrspCounters), 0 when it does not answer.
+    /// The packets the camera retransmitted since this host started acquisition
+    /// (OrspCounters), 0 when it does not answer.
     fn camera_retransmitted(&mut self) -> u32 {
         self.gvcp
             .read(oregs::BASE + oregs::COUNTER_RETRANSMITTED)
-            .unwrap_or(0)
+            .map_or(0, |now| since(self.base.retransmitted, now))
+    }
+
+    /// The frames the camera dropped since this host started acquisition, as far as it says.
+    fn camera_dropped(&mut self) -> Option<u32> {
+        let now = self
+            .gvcp
+            .read(oregs::BASE + oregs::COUNTER_FRAMES_DROPPED)
+            .ok()?;
+        Some(since(self.base.dropped, now))
     }
 
     fn stream_until_end(
@@ -477,10 +529,17 @@ impl<'a> Session<'a> {
             )
             .with_context(|| format!("cannot write {}", path.display()))?;
         }
-        let (last_block, _, camera_dropped) = s.stream_end.unwrap_or_default();
-        let dropped = u64::from(camera_dropped).max(s.dropped);
+        // STREAM_END's counts are the camera's since it started: this host's are the difference
+        let (sent, dropped) = s.stream_end.map_or((0, 0), |(_, sent, dropped)| {
+            (
+                since(self.base.sent, sent),
+                since(self.base.dropped, dropped),
+            )
+        });
+        let acquired = u64::from(sent) + u64::from(dropped);
+        let dropped = u64::from(dropped).max(s.dropped);
         Ok(self.summary(
-            self.o.frames.unwrap_or(last_block),
+            self.o.frames.unwrap_or(acquired),
             dropped,
             retransmitted,
             span,
