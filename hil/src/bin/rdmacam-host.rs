@@ -35,11 +35,12 @@ struct Args {
     /// UDP port the camera receives RoCEv2 on.
     #[arg(long, default_value_t = 4791)]
     camera_rx_port: u16,
-    /// Frame buffers to announce.
-    #[arg(long, default_value_t = 16)]
+    /// Frame buffers to announce (1 or more: the camera writes frames only into buffers, and
+    /// drops every frame that finds none).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     buffers: u32,
-    /// Frames to receive (MultiFrame); default: until --duration or Ctrl-C.
-    #[arg(long)]
+    /// Frames to receive (MultiFrame, 1 or more); default: until --duration or Ctrl-C.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=u64::from(u32::MAX)))]
     frames: Option<u64>,
     /// Seconds to stream when --frames is not given (more than 0, at most a year).
     #[arg(long, value_parser = rdmacam_io::clock::parse_seconds)]
