@@ -21,6 +21,7 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         ),
         (&["--recv-buffer", "1"][..], "1 is not in 4096..=1073741824"),
         (&["--duration", "0"][..], "0 seconds is out of range"),
+        (&["--destroy-qp-after", "3"][..], "needs --transport verbs"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
             // loopback, on a port no camera serves: the parser refuses before anything is sent
@@ -38,5 +39,23 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // a build without the verbs feature says so before it asks the camera anything
+    if !cfg!(feature = "verbs") {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
+            .args([
+                "--camera",
+                "127.0.0.1",
+                "--local",
+                "127.0.0.1",
+                "--gvcp-port",
+                "9",
+            ])
+            .args(["--transport", "verbs"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("rebuild with `--features verbs`"), "{err}");
     }
 }

@@ -148,6 +148,13 @@ fn main() -> ExitCode {
         eprintln!("rdmacam-host: --destroy-qp-after needs --transport verbs");
         return ExitCode::from(2);
     }
+    if a.transport == Transport::Verbs && !cfg!(feature = "verbs") {
+        // said before the camera is asked anything, not after discovery and control
+        eprintln!(
+            "rdmacam-host: this build has no verbs transport: rebuild with `--features verbs`"
+        );
+        return ExitCode::from(2);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
