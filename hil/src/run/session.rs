@@ -122,14 +122,14 @@ struct CameraCounts {
 }
 
 impl CameraCounts {
-    /// Read them; 0 for a counter the camera does not answer.
-    fn read(gvcp: &mut GvcpClient) -> Self {
-        let mut r = |off: u32| gvcp.read(oregs::BASE + off).unwrap_or(0);
-        CameraCounts {
-            sent: r(oregs::COUNTER_FRAMES_SENT),
-            dropped: r(oregs::COUNTER_FRAMES_DROPPED),
-            retransmitted: r(oregs::COUNTER_RETRANSMITTED),
-        }
+    /// Read them; `None` when the camera does not answer (after one read's retries).
+    fn read(gvcp: &mut GvcpClient) -> Option<Self> {
+        let mut r = |off: u32| gvcp.read(oregs::BASE + off).ok();
+        Some(CameraCounts {
+            sent: r(oregs::COUNTER_FRAMES_SENT)?,
+            dropped: r(oregs::COUNTER_FRAMES_DROPPED)?,
+            retransmitted: r(oregs::COUNTER_RETRANSMITTED)?,
+        })
     }
 }
 
@@ -348,7 +348,7 @@ impl<'a> Session<'a> {
             }
             None => self.gvcp.write(regs::ACQUISITION_MODE, mode::CONTINUOUS)?,
         }
-        self.base = CameraCounts::read(self.gvcp);
+        self.base = CameraCounts::read(self.gvcp).unwrap_or_default();
         self.gvcp.write(regs::ACQUISITION_COMMAND, command::START)?;
         self.start = StdInstant::now();
         self.cpu_start = rdmacam_io::sched::thread_cpu_time();
@@ -363,12 +363,15 @@ impl<'a> Session<'a> {
         let r = self.stream_until_end(stop, &mut progress, &mut run);
         if let Err(cause) = r {
             progress.abandon();
-            let retransmitted = self.camera_retransmitted();
-            let dropped = self
-                .plane
-                .stats()
-                .dropped
-                .max(self.camera_dropped().map_or(0, u64::from));
+            // a camera that went away costs one read's retries here, not one per counter
+            let (retransmitted, camera_dropped) =
+                CameraCounts::read(self.gvcp).map_or((0, 0), |now| {
+                    (
+                        since(self.base.retransmitted, now.retransmitted),
+                        since(self.base.dropped, now.dropped),
+                    )
+                });
+            let dropped = self.plane.stats().dropped.max(u64::from(camera_dropped));
             let summary = self.summary(
                 self.o.frames.unwrap_or(0),
                 dropped,
@@ -387,15 +390,6 @@ impl<'a> Session<'a> {
         self.gvcp
             .read(oregs::BASE + oregs::COUNTER_RETRANSMITTED)
             .map_or(0, |now| since(self.base.retransmitted, now))
-    }
-
-    /// The frames the camera dropped since this host started acquisition, as far as it says.
-    fn camera_dropped(&mut self) -> Option<u32> {
-        let now = self
-            .gvcp
-            .read(oregs::BASE + oregs::COUNTER_FRAMES_DROPPED)
-            .ok()?;
-        Some(since(self.base.dropped, now))
     }
 
     fn stream_until_end(
