@@ -772,6 +772,9 @@ fn the_reference_host_reconnects_to_a_restarted_camera() {
     let mut cam = spawn_udp_camera(ports, &args);
     let mut o = host_options(ports, 400, None);
     o.reconnects = 2;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("host.csv");
+    o.latency_log = Some(log.clone());
     let host = std::thread::spawn(move || {
         rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)))
     });
@@ -790,6 +793,15 @@ fn the_reference_host_reconnects_to_a_restarted_camera() {
         s.frames_received + s.frames_dropped >= 400 && s.frames_expected == 400,
         "{s:?}"
     );
+    // --latency-log keeps a row for every TRAILER of both connections (each connection used
+    // to overwrite the file with its own, and a failed one wrote none)
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("block_id,trailer_seen_ns,trailer_arrived_ns")
+    );
+    assert_eq!(lines.count() as u64, s.frames_received, "{text}");
 }
 
 /// Every new pixel format over ORSP: the reference host checks each frame's bytes against the

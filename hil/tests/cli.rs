@@ -1,5 +1,5 @@
-//! `rdmacam-host` refuses settings it cannot honour at the command line, before it touches the
-//! network: exit code 2 and a message naming the option.
+//! `rdmacam-host` refuses settings it cannot honour before it touches the network: exit code 2
+//! and a message naming the option.
 
 use std::process::Command;
 
@@ -22,6 +22,12 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         (&["--recv-buffer", "1"][..], "1 is not in 4096..=1073741824"),
         (&["--duration", "0"][..], "0 seconds is out of range"),
         (&["--destroy-qp-after", "3"][..], "needs --transport verbs"),
+        // written when the stream ends: refused before it starts, not after (the error used
+        // to replace the stream's summary)
+        (
+            &["--latency-log", "/nonexistent/dir/lat.csv"][..],
+            "cannot write /nonexistent/dir/lat.csv",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
             // loopback, on a port no camera serves: the parser refuses before anything is sent

@@ -205,6 +205,12 @@ impl std::error::Error for StreamFailed {}
 /// summary adds up every connection's frames and counts the reconnections. When it still
 /// fails, the error is a [`StreamFailed`] (downcast it) with everything that arrived.
 pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
+    // the log's header now: a path it cannot be written to is said before the stream, not
+    // after it in place of its summary; each connection appends its rows when it ends
+    if let Some(path) = &o.latency_log {
+        std::fs::write(path, "block_id,trailer_seen_ns,trailer_arrived_ns\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let started = StdInstant::now();
     let mut total: Option<Summary> = None;
     let mut reconnects = 0;

@@ -378,10 +378,34 @@ impl<'a> Session<'a> {
                 retransmitted,
                 self.since_start(),
             );
+            // the frames that did arrive keep their rows (a reconnection adds its own)
+            if let Err(e) = self.log_latency() {
+                eprintln!("rdmacam-host: {e:#}");
+            }
             return Err(anyhow::Error::new(StreamFailed { summary, cause }));
         }
         progress.finish(self.plane.stats().good + self.plane.stats().bad);
         Ok(())
+    }
+
+    /// `--latency-log`: this connection's TRAILERs appended to the file [`super::run_host`]
+    /// started with its header.
+    fn log_latency(&self) -> Result<()> {
+        let Some(path) = &self.o.latency_log else {
+            return Ok(());
+        };
+        let rows: String = self
+            .plane
+            .stats()
+            .trailers_seen
+            .iter()
+            .map(|(b, seen, arrived)| format!("{b},{seen},{arrived}\n"))
+            .collect();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, rows.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// The packets the camera retransmitted since this host started acquisition
@@ -510,19 +534,8 @@ impl<'a> Session<'a> {
         let retransmitted = self.camera_retransmitted();
         self.disconnect();
         let _ = self.gvcp.write(regs::CCP, 0);
+        self.log_latency()?;
         let s = self.plane.stats();
-        if let Some(path) = &self.o.latency_log {
-            let csv: String = s
-                .trailers_seen
-                .iter()
-                .map(|(b, seen, arrived)| format!("{b},{seen},{arrived}\n"))
-                .collect();
-            std::fs::write(
-                path,
-                format!("block_id,trailer_seen_ns,trailer_arrived_ns\n{csv}"),
-            )
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        }
         // STREAM_END's counts are the camera's since it started: this host's are the difference
         let (sent, dropped) = s.stream_end.map_or((0, 0), |(_, sent, dropped)| {
             (
