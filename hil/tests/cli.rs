@@ -3,9 +3,24 @@
 
 use std::process::Command;
 
+/// `rdmacam-host` with `args`, its camera on loopback at a port no camera serves (a refusal
+/// comes before anything is sent); the exit code and stderr.
+fn host(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
+        .args(["--camera", "127.0.0.1", "--local", "127.0.0.1"])
+        .args(["--gvcp-port", "9"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn settings_out_of_range_are_refused_before_anything_starts() {
-    for (args, want) in [
+    let mut cases = vec![
         (
             &["--buffers", "0"][..],
             "'0' for '--buffers <BUFFERS>': 0 is not in 1..",
@@ -28,40 +43,17 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
             &["--latency-log", "/nonexistent/dir/lat.csv"][..],
             "cannot write /nonexistent/dir/lat.csv",
         ),
-    ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
-            // loopback, on a port no camera serves: the parser refuses before anything is sent
-            .args([
-                "--camera",
-                "127.0.0.1",
-                "--local",
-                "127.0.0.1",
-                "--gvcp-port",
-                "9",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
-    }
+    ];
     // a build without the verbs feature says so before it asks the camera anything
     if !cfg!(feature = "verbs") {
-        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
-            .args([
-                "--camera",
-                "127.0.0.1",
-                "--local",
-                "127.0.0.1",
-                "--gvcp-port",
-                "9",
-            ])
-            .args(["--transport", "verbs"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains("rebuild with `--features verbs`"), "{err}");
+        cases.push((
+            &["--transport", "verbs"][..],
+            "rebuild with `--features verbs`",
+        ));
+    }
+    for (args, want) in cases {
+        let (code, err) = host(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
     }
 }
