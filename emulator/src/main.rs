@@ -283,8 +283,10 @@ fn parse_serial(s: &str) -> Result<String, String> {
 fn parse_version(s: &str) -> Result<(u16, u16), String> {
     let (a, b) = s.split_once('.').ok_or("expected MAJOR.MINOR, e.g. 2.2")?;
     Ok((
-        a.parse().map_err(|_| "bad major")?,
-        b.parse().map_err(|_| "bad minor")?,
+        a.parse()
+            .map_err(|_| format!("MAJOR {a:?} is not a number from 0 to 65535"))?,
+        b.parse()
+            .map_err(|_| format!("MINOR {b:?} is not a number from 0 to 65535"))?,
     ))
 }
 

@@ -460,6 +460,14 @@ fn bad_settings_are_refused_before_anything_starts() {
             "--images <PATH>",
         ),
         (&["run", "--link-mbps", "0"][..], "0 is not in 1.."),
+        (
+            &["run", "--gev-version", "99999.1"][..],
+            "MAJOR \"99999\" is not a number from 0 to 65535",
+        ),
+        (
+            &["run", "--gev-version", "2"][..],
+            "expected MAJOR.MINOR, e.g. 2.2",
+        ),
         (&["run", "--gvcp-port", "0"][..], "0 is not in 1..=65535"),
         (&["run", "--roce-port", "0"][..], "0 is not in 1..=65535"),
         (

@@ -363,6 +363,15 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<Camera
     if all.len() > 1 && all.iter().any(|o| o.verbs.is_some() || o.roce_ip.is_some()) {
         bail!("--transport verbs and --roce-ip name one device or address: one camera");
     }
+    for (serial, ips) in shared_serials(&all) {
+        // a host that opens a camera by serial or ID meets one of them; allowed, as cameras
+        // with cloned firmware do it too, but said
+        tracing::warn!(
+            serial = %serial,
+            cameras = ?ips,
+            "cameras share a serial: a host opening a camera by serial or ID gets one of them"
+        );
+    }
     let ips: Vec<Ipv4Addr> = all.iter().map(RunOptions::ip).collect();
     let threads: Vec<_> = all
         .into_iter()
@@ -397,9 +406,52 @@ pub fn run_all(all: Vec<RunOptions>, stop: Arc<AtomicBool>) -> Result<Vec<Camera
     first_error.map_or(Ok(summaries), Err)
 }
 
+/// Serials more than one camera of `all` carries, each with the cameras' addresses.
+fn shared_serials(all: &[RunOptions]) -> Vec<(String, Vec<Ipv4Addr>)> {
+    let mut by_serial: Vec<(String, Vec<Ipv4Addr>)> = Vec::new();
+    for o in all {
+        let serial = o.device.serial.as_str();
+        match by_serial.iter_mut().find(|(s, _)| s == serial) {
+            Some((_, ips)) => ips.push(o.ip()),
+            None => by_serial.push((serial.to_string(), vec![o.ip()])),
+        }
+    }
+    by_serial.retain(|(_, ips)| ips.len() > 1);
+    by_serial
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rig_whose_cameras_share_a_serial_is_told_which() {
+        // two cameras named LEFT by a copied [[camera]], and a third whose default serial
+        // (the base's with -3) another camera took by hand
+        let rig = crate::rig::Rig::parse(
+            "[[camera]]\nip = \"127.0.0.10\"\nserial = \"LEFT\"\n\
+             [[camera]]\nip = \"127.0.0.11\"\nserial = \"LEFT\"\n\
+             [[camera]]\nip = \"127.0.0.12\"\n\
+             [[camera]]\nip = \"127.0.0.13\"\nserial = \"RIG-3\"\n\
+             [[camera]]\nip = \"127.0.0.14\"\nserial = \"RIGHT\"\n",
+        )
+        .unwrap();
+        let base = RunOptions::new(Ipv4Addr::LOCALHOST, "RIG");
+        let all = rig.options(&base, std::path::Path::new(".")).unwrap();
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert_eq!(
+            shared_serials(&all),
+            vec![
+                ("LEFT".to_string(), vec![ip("127.0.0.10"), ip("127.0.0.11")]),
+                (
+                    "RIG-3".to_string(),
+                    vec![ip("127.0.0.12"), ip("127.0.0.13")]
+                ),
+            ]
+        );
+        assert_eq!(shared_serials(&all[2..4]).len(), 1);
+        assert!(shared_serials(&all[3..]).is_empty());
+    }
 
     #[test]
     fn camera_addresses_from_a_count_or_a_list() {
