@@ -36,6 +36,10 @@ use crate::fault::FaultEngine;
 /// (Ctrl-C, another camera of the rig failing).
 const IDLE_MAX: Duration = Duration::from_millis(50);
 
+/// While a stall or silence fault holds the stream back, the longest the camera sleeps when
+/// something is already due (the stream it may not send).
+const STALLED_LOOK: Duration = Duration::from_millis(5);
+
 /// How often a camera on the verbs transport looks for completions while idle.
 #[cfg(feature = "verbs")]
 const VERBS_POLL: Duration = Duration::from_micros(500);
@@ -751,6 +755,12 @@ impl CameraLoop {
         if self.verbs.is_some() {
             // completions have no descriptor here: look for them often
             wait = wait.min(VERBS_POLL);
+        }
+        if self.faults.stalled() {
+            // what is due is the stream the stall holds back: look at the timers that still
+            // run (heartbeat expiry, events) now and then, not at once (a stalled camera used
+            // to spin a whole core until the stall ended)
+            wait = wait.max(STALLED_LOOK);
         }
         if let Some(d) = self.faults.next_change(StdInstant::now()) {
             wait = wait.min(d);
