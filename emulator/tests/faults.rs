@@ -143,6 +143,51 @@ fn a_host_keeps_control_through_a_set_up_longer_than_the_heartbeat_timeout() {
     assert_eq!(n(&s, "camera.faults.stall"), 1, "{text}");
 }
 
+/// A stream stalled for longer than the host's first look at a quiet camera (10 s): the
+/// camera still streams and resends nothing, so the host waits, and every frame arrives on the
+/// first connection. Before, the host gave up at 10 s without a frame ("the RoCEv2 path is the
+/// suspect") and connected again; a camera at 0.1 frames/s lost its connection so at every
+/// frame. And the stalled camera sleeps (it spun a core until the stall ended): it wakes
+/// every 5 ms, about 2,200 times in 11 s; spinning, it never went to sleep at all.
+#[test]
+fn a_host_waits_out_a_stall_longer_than_its_look_at_a_quiet_camera() {
+    let (code, s, text) = demo(&[
+        "--frames",
+        "6",
+        "--fps",
+        "5",
+        "--fault",
+        "stall:for=11s,at=500ms",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    all_good(&s, &text);
+    assert_eq!(n(&s, "reconnects"), 0, "{text}");
+    assert_eq!(n(&s, "camera.orsp_connections"), 1, "{text}");
+    assert_eq!(n(&s, "camera.faults.stall"), 1, "{text}");
+    assert!(n(&s, "camera.idle_wakeups") > 200, "{text}");
+}
+
+/// A camera whose packets stop arriving (PacketLoss of every packet from frame 5 on) gives up
+/// and says so in OrspStatus; the host, at its look after 10 s without a frame, ends the
+/// stream with the camera's account instead of waiting on.
+#[test]
+fn a_host_ends_the_stream_of_a_camera_whose_packets_stopped_arriving() {
+    let ports = (19650, 18000, 18001);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let mut o = host("127.0.0.1", "127.0.0.1", ports, 100);
+    o.reconnects = 0;
+    o.inject = vec!["5:PacketLoss:1000000".parse().unwrap()];
+    let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    stop(cam);
+    let e = format!("{:#}", r.expect_err("the stream cannot go on"));
+    assert!(
+        e.contains("no frame from the camera for 10 s (5 so far)")
+            && e.contains("0x9001")
+            && e.contains("retries exhausted"),
+        "{e}"
+    );
+}
+
 /// `rdmacam run --transport udp` on its own ports; stdout piped (its summary).
 fn camera(ip: &str, ports: (u16, u16, u16), extra: &[&str]) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_rdmacam"))

@@ -259,6 +259,28 @@ fn the_tap_firmware_is_discovered_streams_verified_frames_and_every_icrc_checks(
         "the REJ reason reaches the host: {refused:#}"
     );
 
+    // 4b. the firmware injects FrameDrop and ResendUnavailable only: a host asking it for
+    // PacketLoss hears NOT_IMPLEMENTED and the run ends there, with what arrived (it used to
+    // connect again, stream on without the fault and exit 0)
+    let refused = in_netns(|| {
+        let o = rdmacam_hil::run::HostOptions {
+            inject: vec!["3:PacketLoss".parse().unwrap()],
+            ..host_options(20, None)
+        };
+        rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)))
+    })
+    .expect_err("the firmware refuses PacketLoss");
+    let text = format!("{refused:#}");
+    assert!(
+        text.contains("refused FaultInject \"PacketLoss\"") && text.contains("NOT_IMPLEMENTED"),
+        "{text}"
+    );
+    let failed = refused
+        .downcast_ref::<rdmacam_hil::run::StreamFailed>()
+        .expect("a stream failure, with what arrived");
+    assert_eq!(failed.summary.reconnects, 0, "{text}");
+    assert!(failed.summary.frames_received >= 3, "{text}");
+
     // 5. the reference GenApi reads the firmware's XML and drives its features
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let py = std::env::var_os("RDMACAM_GENICAM_PYTHON")

@@ -37,6 +37,15 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         (&["--recv-buffer", "1"][..], "1 is not in 4096..=1073741824"),
         (&["--duration", "0"][..], "0 seconds is out of range"),
         (&["--destroy-qp-after", "3"][..], "needs --transport verbs"),
+        // FaultCount and FaultDuration's ranges: the camera used to refuse them mid-stream
+        (
+            &["--inject-fault", "5:PacketLoss:1000001"][..],
+            "AMOUNT of PacketLoss is 1 to 1000000 packets, frames or requests",
+        ),
+        (
+            &["--inject-fault", "5:StreamStall:600001"][..],
+            "AMOUNT of StreamStall is 1 to 600000 ms",
+        ),
         // written when the stream ends: refused before it starts, not after (the error used
         // to replace the stream's summary)
         (

@@ -99,8 +99,9 @@ struct Args {
     /// Ask the camera for a fault once N frames arrived, through its FaultInjection features
     /// (repeatable): N:KIND[:AMOUNT], KIND a FaultSelector entry (PacketLoss, PacketReorder,
     /// PacketDuplicate, FrameDrop, PacketCorrupt, StreamStall, ControlSilence, Reboot,
-    /// ResendUnavailable, EcnMark), AMOUNT the packets/frames/requests it hits (default 1) or
-    /// the ms a StreamStall, ControlSilence or Reboot lasts (default 1000).
+    /// ResendUnavailable, EcnMark), AMOUNT the packets/frames/requests it hits (1 to
+    /// 1000000, default 1) or the ms a StreamStall, ControlSilence or Reboot lasts (1 to
+    /// 600000, default 1000). A camera that refuses the fault ends the run (no reconnection).
     #[arg(long = "inject-fault", value_name = "N:KIND[:AMOUNT]")]
     inject: Vec<rdmacam_hil::run::Injection>,
     /// Receive at nice -10, as aravis's `arv-camera-test --high-priority` runs its stream

@@ -23,10 +23,12 @@ pub(super) fn inject(gvcp: &mut GvcpClient, i: &Injection) -> Result<()> {
         .and_then(|()| gvcp.write(amount, i.amount))
         .and_then(|()| gvcp.write(regs::FAULT_INJECT, 1))
         .map_err(|e| {
-            anyhow::anyhow!(
-                "the camera refused FaultInject {:?}: {e:?}",
-                i.kind.feature_name()
-            )
+            anyhow::Error::new(super::InjectionRefused(format!(
+                "the camera refused FaultInject {:?} ({} {}): {e}",
+                i.kind.feature_name(),
+                i.amount,
+                if i.kind.timed() { "ms" } else { "hit" }
+            )))
         })
 }
 

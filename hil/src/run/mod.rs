@@ -143,12 +143,25 @@ impl std::str::FromStr for Injection {
                 let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.feature_name()).collect();
                 format!("{s:?}: unknown fault {name:?}; one of {}", names.join(", "))
             })?;
+        // what FaultCount and FaultDuration take: more used to be refused by the camera
+        // mid-stream, and the host connected again and went on without the fault
+        use rdmacam_protocol::device::features::faults::{FAULT_COUNT_MAX, FAULT_DURATION_MAX_MS};
+        let (max, what) = if kind.timed() {
+            (FAULT_DURATION_MAX_MS, "ms")
+        } else {
+            (FAULT_COUNT_MAX, "packets, frames or requests")
+        };
         let amount = match parts.next() {
             Some(a) => a
                 .parse()
                 .ok()
-                .filter(|a| *a >= 1)
-                .with_context(|| format!("{s:?}: AMOUNT is a count, or ms for timed faults"))?,
+                .filter(|a| (1..=max).contains(a))
+                .with_context(|| {
+                    format!(
+                        "{s:?}: AMOUNT of {} is 1 to {max} {what}",
+                        kind.feature_name()
+                    )
+                })?,
             None if kind.timed() => 1000,
             None => 1,
         };
@@ -180,6 +193,18 @@ pub enum HostTransport {
         destroy_qp_after: Option<u64>,
     },
 }
+
+/// The camera refused a fault this host asked for (`--inject-fault`): the run ends there.
+#[derive(Debug)]
+pub struct InjectionRefused(pub String);
+
+impl std::fmt::Display for InjectionRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InjectionRefused {}
 
 /// A stream that failed after it started: why, and what had arrived by then (`--json` prints
 /// both). Its message is the cause's.
@@ -241,7 +266,10 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
                     return Err(e);
                 };
                 let sum = add(total, f.summary.clone(), reconnects, o.frames);
-                if reconnects >= o.reconnects || stop.load(Ordering::SeqCst) {
+                // a camera that refused a fault refuses it again after a reconnection: the
+                // run ends (it used to go on, without the fault, and exit 0)
+                let refused = f.cause.downcast_ref::<InjectionRefused>().is_some();
+                if reconnects >= o.reconnects || stop.load(Ordering::SeqCst) || refused {
                     let cause = anyhow::anyhow!("{e:#}");
                     return Err(anyhow::Error::new(StreamFailed {
                         summary: sum,

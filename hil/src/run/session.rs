@@ -48,6 +48,13 @@ pub(super) fn session(
 /// How often the host sends a heartbeat: a sixth of the camera's default timeout (3 s).
 const HEARTBEAT_PERIOD: Duration = Duration::from_millis(500);
 
+/// No frame for this long: the host asks the camera whether it is idle or stuck.
+const NO_FRAME_LOOK: Duration = Duration::from_secs(10);
+
+/// Then it looks again this often, and a camera that resent packets in between without a frame
+/// arriving is stuck.
+const QUIET_WATCH: Duration = Duration::from_secs(2);
+
 /// Chunk mode and the frame rate as the options ask; what the camera offers (ORSP version,
 /// path MTU) and what a frame will be.
 fn configure(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<CameraFacts> {
@@ -486,12 +493,14 @@ impl<'a> Session<'a> {
         let seen = s.good + s.bad + s.dropped;
         if seen != run.seen {
             (run.seen, run.moved) = (seen, StdInstant::now());
-        } else if run.moved.elapsed() > Duration::from_secs(10) {
-            let roce = self.camera_roce_addr();
-            bail!(
-                "no frame from the camera for 10 s ({seen} so far): {}",
-                stall_cause(self.gvcp, roce, self.roce_local)
-            );
+            run.quiet = None;
+        } else if run
+            .quiet
+            .map_or(run.moved.elapsed() > NO_FRAME_LOOK, |(_, at)| {
+                at.elapsed() > QUIET_WATCH
+            })
+        {
+            self.look_at_quiet_camera(run)?;
         }
         if let Some(why) = self.plane.transport_error() {
             bail!("{why} ({seen} frames so far)");
@@ -502,6 +511,67 @@ impl<'a> Session<'a> {
                  did not hear the heartbeat in time"
             );
         }
+        Ok(())
+    }
+
+    /// No frame for [`NO_FRAME_LOOK`]: is the camera idle or stuck? One that answers, streams
+    /// without an error, has sent no frame this host missed and resends nothing (looked at
+    /// again every [`QUIET_WATCH`]) has no frame to send yet: a slow frame rate, a trigger that
+    /// has not come, a stall. The host waits on; it used to give up after 10 s, so a camera at
+    /// 0.1 frames/s lost its connection at every frame. Anything else ends the stream with the
+    /// camera's account of it.
+    fn look_at_quiet_camera(&mut self, run: &mut StreamState) -> Result<()> {
+        let quiet_s = run.moved.elapsed().as_secs();
+        let counts = CameraCounts::read(self.gvcp);
+        let status = self.gvcp.read(oregs::BASE + oregs::STATUS).ok();
+        // a frame the camera counted sent before that read had its TRAILER acknowledged by
+        // this host: a pump now takes it from the queue it may still wait in
+        self.plane.pump()?;
+        let s = self.plane.stats();
+        let (seen, frames) = (s.good + s.bad + s.dropped, s.good + s.bad);
+        if seen != run.seen {
+            return Ok(());
+        }
+        let stuck = match (counts, status) {
+            // connected, streaming or draining (OrspStatus 2..=4)
+            (Some(c), Some(st)) if (2..=4).contains(&(st & 0xf)) => {
+                let unseen = u64::from(since(self.base.sent, c.sent)).saturating_sub(frames);
+                let resent = run
+                    .quiet
+                    .map_or(0, |(q, _)| since(q.retransmitted, c.retransmitted));
+                run.quiet = Some((c, StdInstant::now()));
+                if unseen > 0 {
+                    Some(format!(
+                        "the camera counts {unseen} frame(s) sent that never arrived here; "
+                    ))
+                } else if resent > 0 {
+                    Some(format!(
+                        "the camera resent {resent} packets in the last {} s and no frame \
+                         arrived; ",
+                        QUIET_WATCH.as_secs()
+                    ))
+                } else {
+                    None
+                }
+            }
+            // no answer, an ORSP error, no connection: stall_cause says which
+            _ => Some(String::new()),
+        };
+        if let Some(what) = stuck {
+            let roce = self.camera_roce_addr();
+            bail!(
+                "no frame from the camera for {quiet_s} s ({seen} so far): {what}{}",
+                stall_cause(self.gvcp, roce, self.roce_local)
+            );
+        }
+        if !run.said_waiting && self.o.progress {
+            eprintln!(
+                "rdmacam-host: no frame for {quiet_s} s; the camera streams, resends nothing and \
+                 has sent nothing this host missed: waiting (a slow frame rate, or a trigger \
+                 that has not come)"
+            );
+        }
+        run.said_waiting = true;
         Ok(())
     }
 
@@ -626,6 +696,11 @@ struct StreamState {
     /// Frames seen, and when that last changed.
     seen: u64,
     moved: StdInstant,
+    /// While no frame arrives (after [`NO_FRAME_LOOK`]): the camera's counters at the last
+    /// look, and when.
+    quiet: Option<(CameraCounts, StdInstant)>,
+    /// The wait for a quiet camera was reported.
+    said_waiting: bool,
     last_beat: StdInstant,
 }
 
@@ -647,6 +722,8 @@ impl StreamState {
             stopping: false,
             seen: 0,
             moved: now,
+            quiet: None,
+            said_waiting: false,
             last_beat: now,
         }
     }

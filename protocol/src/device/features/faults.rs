@@ -4,6 +4,12 @@
 
 use super::*;
 
+/// The most packets, frames or requests one FaultInject hits (FaultCount's maximum).
+pub const FAULT_COUNT_MAX: u32 = 1_000_000;
+
+/// The longest a StreamStall, ControlSilence or Reboot lasts, ms (FaultDuration's maximum).
+pub const FAULT_DURATION_MAX_MS: u32 = 600_000;
+
 /// FaultSelector entries, by value (`FaultKind`'s order; a unit test keeps them equal).
 pub const FAULT_KINDS: &[Entry] = &[
     custom_entry("PacketLoss", 0),
@@ -39,7 +45,7 @@ pub const FEATURES: &[Feature] = &[
         int_range(
             reg(regs::FAULT_COUNT, Rw),
             Limit::Fixed(1),
-            Limit::Fixed(1_000_000),
+            Limit::Fixed(FAULT_COUNT_MAX as i64),
             1,
             "",
         ),
@@ -50,7 +56,7 @@ pub const FEATURES: &[Feature] = &[
         int_range(
             reg(regs::FAULT_DURATION, Rw),
             Limit::Fixed(1),
-            Limit::Fixed(600_000),
+            Limit::Fixed(FAULT_DURATION_MAX_MS as i64),
             1,
             "ms",
         ),
