@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use rdmacam::inspect;
 use rdmacam::run::{self, RunOptions};
@@ -346,12 +347,69 @@ fn init_logging(level: &str) {
         .init();
 }
 
+/// Options that do nothing with the transport `a` asks for, refused rather than ignored (a
+/// `--pcap` beside the default `--transport gvsp` used to write no file and say nothing).
+/// `given(id)`: whether option `id` (its field name) was on the command line.
+fn transport_options(a: &RunArgs, given: impl Fn(&str) -> bool) -> Result<(), String> {
+    // RoCEv2 from the camera's own UDP socket
+    let udp = [
+        ("--pcap", a.pcap.is_some()),
+        ("--no-gso", a.no_gso),
+        ("--data-mover", a.data_mover),
+        ("--busy-poll-us", a.busy_poll_us.is_some()),
+        ("--no-share-cpu", a.no_share_cpu),
+        ("--roce-port", given("roce_port")),
+    ];
+    // ORSP on either RoCEv2 transport
+    let orsp = [
+        ("--host-roce-port", given("host_roce_port")),
+        ("--roce-ip", a.roce_ip.is_some()),
+        ("--cm-port", given("cm_port")),
+        ("--latency-log", a.latency_log.is_some()),
+    ];
+    let verbs = [("--device", a.device.is_some())];
+    fn named(set: &[(&'static str, bool)]) -> Vec<&'static str> {
+        set.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect()
+    }
+    let (wrong, why) = match a.transport {
+        Transport::Gvsp => (
+            [named(&udp), named(&orsp), named(&verbs)].concat(),
+            "with --transport gvsp (the default) nothing streams over RoCEv2: ORSP needs \
+             --transport udp or verbs",
+        ),
+        Transport::Udp => (
+            named(&verbs),
+            "--device names the RDMA device of --transport verbs; --transport udp sends from a \
+             UDP socket",
+        ),
+        Transport::Verbs => (
+            named(&udp),
+            "with --transport verbs the RDMA device builds and sends the RoCEv2 packets: these \
+             are options of --transport udp",
+        ),
+    };
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} would do nothing: {why}", wrong.join(", ")))
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let run_matches = matches.subcommand_matches("run");
     match cli.command {
         Command::Inspect { file, port, json } => inspect::run(&file, port, json),
         Command::Demo(a) => demo_cmd(a),
         Command::Run(a) => {
+            let given = |id: &str| {
+                run_matches.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine)
+            };
+            if let Err(e) = transport_options(&a, given) {
+                eprintln!("rdmacam run: {e}");
+                return ExitCode::from(2);
+            }
             init_logging("info");
             let images = match &a.images {
                 Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {

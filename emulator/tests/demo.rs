@@ -468,6 +468,24 @@ fn bad_settings_are_refused_before_anything_starts() {
             &["run", "--gev-version", "2"][..],
             "expected MAJOR.MINOR, e.g. 2.2",
         ),
+        // options of another transport are refused, not ignored: a --pcap beside the default
+        // GVSP transport used to write no file and say nothing
+        (
+            &["run", "--pcap", "x.pcap", "--roce-port", "5000"][..],
+            "--pcap, --roce-port would do nothing: with --transport gvsp (the default)",
+        ),
+        (
+            &["run", "--latency-log", "l.csv"][..],
+            "--latency-log would do nothing: with --transport gvsp",
+        ),
+        (
+            &["run", "--transport", "udp", "--device", "rxe0"][..],
+            "--device would do nothing: --device names the RDMA device of --transport verbs",
+        ),
+        (
+            &["run", "--transport", "verbs", "--data-mover"][..],
+            "--data-mover would do nothing: with --transport verbs the RDMA device",
+        ),
         (&["run", "--gvcp-port", "0"][..], "0 is not in 1..=65535"),
         (&["run", "--roce-port", "0"][..], "0 is not in 1..=65535"),
         (
