@@ -36,7 +36,29 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         ),
         (&["--recv-buffer", "1"][..], "1 is not in 4096..=1073741824"),
         (&["--duration", "0"][..], "0 seconds is out of range"),
-        (&["--destroy-qp-after", "3"][..], "needs --transport verbs"),
+        (
+            &["--destroy-qp-after", "3"][..],
+            "--destroy-qp-after: only with --transport verbs",
+        ),
+        // options of another transport or connection: refused, where they used to be ignored
+        (
+            &["--device", "rxe0"][..],
+            "--device: only with --transport verbs",
+        ),
+        (
+            &[
+                "--transport",
+                "verbs",
+                "--recv-buffer",
+                "65536",
+                "--no-share-cpu",
+            ][..],
+            "--recv-buffer, --no-share-cpu: only with --transport soft",
+        ),
+        (
+            &["--cm-port", "7471"][..],
+            "--cm-port: only with --connect cm",
+        ),
         // FaultCount and FaultDuration's ranges: the camera used to refuse them mid-stream
         (
             &["--inject-fault", "5:PacketLoss:1000001"][..],

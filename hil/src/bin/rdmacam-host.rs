@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use rdmacam_hil::run::{HostOptions, HostTransport, run_host};
 
 /// Connect to an rdmacam camera over ORSP, receive and check frames, print statistics.
@@ -143,10 +143,39 @@ enum Connect {
     Cm,
 }
 
+/// Options that would do nothing with the transport and connection `a` asks for: refused,
+/// not ignored. `given(id)`: whether option `id` (its field name) was on the command line.
+fn unused_options(a: &Args, given: impl Fn(&str) -> bool) -> Result<(), String> {
+    let verbs = [
+        ("--destroy-qp-after", a.destroy_qp_after.is_some()),
+        ("--device", a.device.is_some()),
+    ];
+    let soft = [
+        ("--recv-buffer", a.recv_buffer.is_some()),
+        ("--no-share-cpu", a.no_share_cpu),
+    ];
+    let on = |set: &[(&'static str, bool)]| -> Vec<&'static str> {
+        set.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect()
+    };
+    let (wrong, needs) = match a.transport {
+        Transport::Soft => (on(&verbs), "--transport verbs"),
+        Transport::Verbs => (on(&soft), "--transport soft (the default)"),
+    };
+    if !wrong.is_empty() {
+        return Err(format!("{}: only with {needs}", wrong.join(", ")));
+    }
+    if a.connect != Connect::Cm && given("cm_port") {
+        return Err("--cm-port: only with --connect cm".to_owned());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let a = Args::parse();
-    if a.destroy_qp_after.is_some() && a.transport != Transport::Verbs {
-        eprintln!("rdmacam-host: --destroy-qp-after needs --transport verbs");
+    let matches = Args::command().get_matches();
+    let a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if let Err(e) = unused_options(&a, given) {
+        eprintln!("rdmacam-host: {e}");
         return ExitCode::from(2);
     }
     if a.transport == Transport::Verbs && !cfg!(feature = "verbs") {
