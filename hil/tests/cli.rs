@@ -88,3 +88,46 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// `--camera` and `--local` name one machine each: 0.0.0.0, broadcast and multicast are refused
+/// (0.0.0.0 used to be tried as the camera, a broadcast failed with "Permission denied"), and a
+/// `--local` this machine does not have is named as such (it said only "Cannot assign
+/// requested address").
+#[test]
+fn addresses_that_name_no_one_machine_are_refused() {
+    let run = |camera: &str, local: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
+            .args(["--camera", camera, "--local", local, "--gvcp-port", "9"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (camera, local, bad) in [
+        ("0.0.0.0", "127.0.0.1", "0.0.0.0"),
+        ("255.255.255.255", "127.0.0.1", "255.255.255.255"),
+        ("224.0.0.1", "127.0.0.1", "224.0.0.1"),
+        ("127.0.0.1", "0.0.0.0", "0.0.0.0"),
+    ] {
+        let (code, err) = run(camera, local);
+        assert_eq!(code, Some(2), "{camera} {local}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{bad} names no one machine: give a unicast address"
+            )),
+            "{err}"
+        );
+    }
+    // TEST-NET-1: an address no machine here has
+    let (code, err) = run("127.0.0.1", "192.0.2.77");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "cannot open a GVCP socket on 192.0.2.77 (--local): is 192.0.2.77 an address of \
+             this host (or of this network namespace)?"
+        ),
+        "{err}"
+    );
+}

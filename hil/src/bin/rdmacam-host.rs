@@ -15,10 +15,10 @@ use rdmacam_hil::run::{HostOptions, HostTransport, run_host};
 #[command(version, about)]
 struct Args {
     /// The camera's IP.
-    #[arg(long)]
+    #[arg(long, value_parser = unicast)]
     camera: Ipv4Addr,
     /// This host's IP (must be on the camera's network).
-    #[arg(long)]
+    #[arg(long, value_parser = unicast)]
     local: Ipv4Addr,
     /// The camera's GVCP port.
     #[arg(long, default_value_t = 3956)]
@@ -141,6 +141,16 @@ enum Transport {
 enum Connect {
     Registers,
     Cm,
+}
+
+/// One machine's IPv4 address: not 0.0.0.0 (which Linux takes for this machine), a broadcast
+/// or a multicast address, which name no one camera or host.
+fn unicast(s: &str) -> Result<Ipv4Addr, String> {
+    let a: Ipv4Addr = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if a.is_unspecified() || a.is_broadcast() || a.is_multicast() {
+        return Err(format!("{a} names no one machine: give a unicast address"));
+    }
+    Ok(a)
 }
 
 /// Options that would do nothing with the transport and connection `a` asks for: refused,

@@ -335,7 +335,20 @@ fn wait_for_camera(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<()> {
 /// One connection: discovery, control, session.
 fn connect_and_stream(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
     let camera = SocketAddrV4::new(o.camera, o.gvcp_port);
-    let mut gvcp = GvcpClient::new(o.local, camera).context("GVCP socket")?;
+    let mut gvcp = GvcpClient::new(o.local, camera).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrNotAvailable {
+            format!(
+                ": is {} an address of this host (or of this network namespace)?",
+                o.local
+            )
+        } else {
+            String::new()
+        };
+        anyhow::anyhow!(
+            "cannot open a GVCP socket on {} (--local){hint}: {e}",
+            o.local
+        )
+    })?;
     gvcp.discover()
         .with_context(|| format!("no camera answered discovery at {camera}"))?;
     gvcp.write(regs::CCP, regs::CCP_CONTROL)
