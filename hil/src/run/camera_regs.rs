@@ -23,11 +23,14 @@ pub(super) fn inject(gvcp: &mut GvcpClient, i: &Injection) -> Result<()> {
         .and_then(|()| gvcp.write(amount, i.amount))
         .and_then(|()| gvcp.write(regs::FAULT_INJECT, 1))
         .map_err(|e| {
+            let amount = if i.kind.timed() {
+                format!("FaultDuration {} ms", i.amount)
+            } else {
+                format!("FaultCount {}", i.amount)
+            };
             anyhow::Error::new(super::InjectionRefused(format!(
-                "the camera refused FaultInject {:?} ({} {}): {e}",
-                i.kind.feature_name(),
-                i.amount,
-                if i.kind.timed() { "ms" } else { "hit" }
+                "the camera refused FaultInject {:?} ({amount}): {e}",
+                i.kind.feature_name()
             )))
         })
 }
