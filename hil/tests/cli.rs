@@ -6,8 +6,13 @@ use std::process::Command;
 /// `rdmacam-host` with `args`, its camera on loopback at a port no camera serves (a refusal
 /// comes before anything is sent); the exit code and stderr.
 fn host(args: &[&str]) -> (Option<i32>, String) {
+    host_at("127.0.0.1", "127.0.0.1", args)
+}
+
+/// [`host`] with its camera at `camera` and itself at `local`.
+fn host_at(camera: &str, local: &str, args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
-        .args(["--camera", "127.0.0.1", "--local", "127.0.0.1"])
+        .args(["--camera", camera, "--local", local])
         .args(["--gvcp-port", "9"])
         .args(args)
         .output()
@@ -95,16 +100,7 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
 /// requested address").
 #[test]
 fn addresses_that_name_no_one_machine_are_refused() {
-    let run = |camera: &str, local: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam-host"))
-            .args(["--camera", camera, "--local", local, "--gvcp-port", "9"])
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |camera: &str, local: &str| host_at(camera, local, &[]);
     for (camera, local, bad) in [
         ("0.0.0.0", "127.0.0.1", "0.0.0.0"),
         ("255.255.255.255", "127.0.0.1", "255.255.255.255"),
