@@ -1,6 +1,7 @@
 //! Faults on demand over ORSP: what the reference host sees for each kind, that the camera
 //! recovers, and that every fault shows in both summaries. The GVSP side is checked through
-//! aravis (tests/aravis/faults.py, run from tests/aravis.rs).
+//! aravis (tests/aravis/faults.py, run from tests/aravis.rs). Also the faults of a set-up: a
+//! host whose RoCEv2 ports are not the camera's.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -186,6 +187,61 @@ fn a_host_ends_the_stream_of_a_camera_whose_packets_stopped_arriving() {
             && e.contains("retries exhausted"),
         "{e}"
     );
+}
+
+/// A host listening where the camera does not send (`--rx-port` other than the camera's
+/// `--host-roce-port`) is told which two options disagree, at the 5 s the HELLO may take: the
+/// camera took the connection and resent its HELLO. It used to read "is the camera
+/// reachable?", and a setup error is not connected again.
+#[test]
+fn a_host_listening_where_the_camera_does_not_send_is_told_which_options_disagree() {
+    let ports = (19660, 18010, 18011);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let mut o = host("127.0.0.1", "127.0.0.1", ports, 10);
+    o.rx_port = 18012;
+    let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    let summary = stop(cam);
+    let e = r.expect_err("no HELLO reaches the host");
+    assert!(
+        e.downcast_ref::<rdmacam_hil::run::StreamFailed>().is_none(),
+        "{e:#}"
+    );
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("took the connection")
+            && e.contains("none of it reached 127.0.0.1:18012")
+            && e.contains("--host-roce-port 18012")
+            && e.contains("--rx-port 18012"),
+        "{e}"
+    );
+    assert_eq!(summary[0]["orsp_connections"], 1, "{summary:?}");
+}
+
+/// A host sending where the camera does not listen (`--camera-rx-port` other than the
+/// camera's `--roce-port`) hears no ACK for its ANNOUNCE: it says where it sent it when its
+/// queue pair gives up (4 s), instead of starting the stream, failing and connecting again
+/// three times (17 s, each failure read "the camera stopped acknowledging").
+#[test]
+fn a_host_sending_where_the_camera_does_not_listen_says_so_without_reconnecting() {
+    let ports = (19661, 18013, 18014);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let mut o = host("127.0.0.1", "127.0.0.1", ports, 10);
+    o.camera_rx_port = 18015;
+    let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    let summary = stop(cam);
+    let e = r.expect_err("the camera hears nothing from the host");
+    assert!(
+        e.downcast_ref::<rdmacam_hil::run::StreamFailed>().is_none(),
+        "{e:#}"
+    );
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("acknowledged none of the buffer ANNOUNCE")
+            && e.contains("127.0.0.1:18015")
+            && e.contains("--camera-rx-port"),
+        "{e}"
+    );
+    assert_eq!(summary[0]["orsp_connections"], 1, "{summary:?}");
 }
 
 /// `rdmacam run --transport udp` on its own ports; stdout piped (its summary).

@@ -76,6 +76,59 @@ pub(super) fn stall_cause(
     )
 }
 
+/// No HELLO arrived in time: did the camera send one? A camera that took the connection
+/// (connected, or given up with retries exhausted) and resent packets since `resent_before`
+/// sent its HELLO, and it went somewhere this host does not listen: most often another UDP
+/// port. `listen` is where this host receives RoCEv2, `soft` whether it is this program's
+/// socket (`--rx-port`) rather than a NIC (always 4791), `loss` the soft host's simulated
+/// loss; `camera` the camera's RoCEv2 address.
+pub(super) fn no_hello_cause(
+    gvcp: &mut GvcpClient,
+    resent_before: Option<u32>,
+    listen: std::net::SocketAddr,
+    (soft, loss): (bool, f64),
+    camera: std::net::SocketAddr,
+) -> String {
+    let plain = format!(
+        "no HELLO from the camera within 5 s: is {camera} reachable from {}?",
+        listen.ip()
+    );
+    let status = gvcp.read(oregs::BASE + oregs::STATUS).ok();
+    let resent = gvcp.read(oregs::BASE + oregs::COUNTER_RETRANSMITTED).ok();
+    let took_it = status.is_some_and(|s| {
+        (2..=4).contains(&(s & 0xf))
+            || (s & 0xf == 15
+                && (s >> 16) as u16 == rdmacam_protocol::orsp::msg::event::RETRY_EXCEEDED)
+    });
+    let (Some(before), Some(now), true) = (resent_before, resent, took_it) else {
+        return plain;
+    };
+    let n = super::session::since(before, now);
+    if n == 0 {
+        return plain;
+    }
+    let port = listen.port();
+    let rocev2 = rdmacam_protocol::wire::roce::ROCEV2_PORT;
+    let hint = if soft && loss > 0.0 {
+        format!("the simulated loss ({loss} of the packets, both ways) took every one")
+    } else if soft && port != rocev2 {
+        format!(
+            "a camera sends RoCEv2 to UDP port {rocev2} unless it was set up otherwise \
+             (rdmacam run --host-roce-port {port}), and this host listens on --rx-port {port}"
+        )
+    } else {
+        format!(
+            "does a firewall drop UDP port {port} to {}, or was the camera set up to send to \
+             another port (rdmacam run --host-roce-port)?",
+            listen.ip()
+        )
+    };
+    format!(
+        "no HELLO from the camera within 5 s, though the camera took the connection and sent \
+         it ({n} packets resent): none of it reached {listen}; {hint}"
+    )
+}
+
 /// The host's IPv6 GID into OrspHostGid.
 pub(super) fn write_host_gid(gvcp: &mut GvcpClient, gid: std::net::Ipv6Addr) -> Result<()> {
     for (i, w) in gid.octets().chunks(4).enumerate() {

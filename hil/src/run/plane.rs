@@ -429,6 +429,18 @@ impl Plane {
         Ok(())
     }
 
+    /// Whether the host's own queue pair gave up for want of ACKs (soft; the camera never
+    /// acknowledged what it was sent, or stopped).
+    pub(super) fn retries_exhausted(&self) -> bool {
+        match self {
+            Plane::Soft(p) => {
+                p.host.transport_error() == Some(rdmacam_protocol::rc::WcStatus::RetryExceeded)
+            }
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => false,
+        }
+    }
+
     /// Why the host's own queue pair failed, if it did.
     pub(super) fn transport_error(&self) -> Option<String> {
         match self {

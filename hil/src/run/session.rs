@@ -17,7 +17,8 @@ use rdmacam_protocol::orsp::regs as oregs;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
 use super::camera_regs::{
-    camera_gives_up, connect_registers, destroy_qp, inject, stall_cause, write_host_gid,
+    camera_gives_up, connect_registers, destroy_qp, inject, no_hello_cause, stall_cause,
+    write_host_gid,
 };
 use super::plane::{CameraFacts, CmConn, Plane};
 use super::{HostOptions, HostTransport, StreamFailed};
@@ -142,7 +143,7 @@ impl CameraCounts {
 
 /// A camera counter's growth from `base` to `now`. A counter below its base was cleared
 /// meanwhile (OrspControl CLEAR_COUNTERS): what it counts now came since.
-fn since(base: u32, now: u32) -> u32 {
+pub(super) fn since(base: u32, now: u32) -> u32 {
     now.checked_sub(base).unwrap_or(now)
 }
 
@@ -213,6 +214,12 @@ impl<'a> Session<'a> {
             write_host_gid(self.gvcp, gid)?;
         }
         self.limit_window()?;
+        // the camera's resends before it takes the connection: a HELLO that never arrives is
+        // then told apart from one that was never sent
+        let resent_before = self
+            .gvcp
+            .read(oregs::BASE + oregs::COUNTER_RETRANSMITTED)
+            .ok();
         self.cm = match o.cm_port {
             Some(port) => Some(self.connect_cm(port)?),
             None => {
@@ -224,10 +231,12 @@ impl<'a> Session<'a> {
         while self.plane.stats().hello.is_none() {
             // a lossy link may take a few resends of the HELLO
             if t0.elapsed() > Duration::from_secs(5) {
+                let soft = o.transport == HostTransport::Soft;
+                let listen = std::net::SocketAddr::new(self.roce_local, o.rx_port);
+                let camera = self.camera_roce_addr();
                 bail!(
-                    "no HELLO from the camera within 5 s: is {} reachable from {}?",
-                    self.camera_roce_addr(),
-                    self.roce_local
+                    "{}",
+                    no_hello_cause(self.gvcp, resent_before, listen, (soft, o.loss), camera)
                 );
             }
             if !self.plane.pump()? {
@@ -238,7 +247,26 @@ impl<'a> Session<'a> {
         // Start only once the camera holds the buffers: frames due before the ANNOUNCE arrives
         // (lost and sent again on a lossy link) find no buffer and are dropped, as a camera must.
         let t0 = StdInstant::now();
-        while !self.plane.sends_done() {
+        loop {
+            // the host's queue pair gives up after 4 s without an ACK (its messages flushed,
+            // so none is outstanding), before the 5 s below; its failure here is a path that
+            // does not carry the host's messages, not a stream that broke, so it is said as
+            // such and not connected again
+            if self.plane.retries_exhausted() {
+                bail!(
+                    "the camera acknowledged none of the buffer ANNOUNCE: the host's queue pair \
+                     gave up after 4 s without an ACK. Does the camera receive RoCEv2 on {} \
+                     (--camera-rx-port; rdmacam run --roce-port), reachable from {}?",
+                    self.camera_roce_addr(),
+                    self.roce_local
+                );
+            }
+            if let Some(why) = self.plane.transport_error() {
+                bail!("{why}");
+            }
+            if self.plane.sends_done() {
+                break;
+            }
             if t0.elapsed() > Duration::from_secs(5) {
                 bail!(
                     "the camera did not acknowledge the buffer ANNOUNCE within 5 s: is {} \
