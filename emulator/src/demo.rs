@@ -72,6 +72,16 @@ pub fn demo(o: &DemoOptions) -> Result<DemoSummary> {
         anyhow::bail!("--buffers must be at least 1: the camera writes frames only into buffers");
     }
     crate::fault::check_faults(&o.faults, 1)?;
+    if o.faults
+        .iter()
+        .any(|f| f.kind == rdmacam_protocol::device::faults::FaultKind::ResendUnavailable)
+    {
+        anyhow::bail!(
+            "--fault resend-unavailable answers GVSP resend requests, and the demo's host \
+             streams ORSP, which sends none (its losses are resent by the RC transport): try \
+             rdmacam run with an aravis host (docs/virtual-camera.md)"
+        );
+    }
     let mut cam_opts = RunOptions::new(ip, "DEMO0001");
     let d = &mut cam_opts.device;
     d.sensor_width = o.width.max(2048);

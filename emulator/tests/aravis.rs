@@ -731,4 +731,21 @@ fn aravis_sees_each_injected_fault_and_the_camera_recovers() {
         [ip.to_string().as_str(), "--cli"],
         "faults --cli",
     );
+    // a fault this camera's transport cannot carry out is refused where aravis reads it:
+    // GVSP sends no RoCEv2 packet to mark ECN (the request used to be taken and never happen)
+    let at = ip.to_string();
+    let out = arv_tool(&["-a", &at, "control", "FaultSelector=EcnMark", "FaultInject"]);
+    assert!(
+        out.contains("FaultInject execute error") && out.contains("not-implemented"),
+        "{out}"
+    );
+    let out = arv_tool(&[
+        "-a",
+        &at,
+        "control",
+        "FaultSelector=StreamStall",
+        "FaultDuration=1",
+        "FaultInject",
+    ]);
+    assert!(out.contains("FaultInject executed"), "{out}");
 }

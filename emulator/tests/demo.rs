@@ -502,6 +502,15 @@ fn bad_settings_are_refused_before_anything_starts() {
             ][..],
             "drop-frame is given twice for the same camera",
         ),
+        // faults the transport cannot carry out: refused, not accepted and never injected
+        (
+            &["run", "--fault", "ecn:p=0.1"][..],
+            "--fault ecn marks RoCEv2 packets, and --transport gvsp sends none",
+        ),
+        (
+            &["demo", "--fault", "resend-unavailable"][..],
+            "--fault resend-unavailable answers GVSP resend requests, and the demo's host",
+        ),
         (
             &["demo", "--buffers", "0"][..],
             "--buffers must be at least 1",

@@ -733,7 +733,7 @@ fn fault_injection_over_gvcp_drops_frames_and_refuses_resends() {
         FaultKind::Stall as u32,
     );
     assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_INJECT, 1), 0x8001);
-    d.faults().set_io(true);
+    d.faults().set_io(&[FaultKind::Stall]);
     write(&mut d, 6, HOST_A, regs::FAULT_DURATION, 250);
     assert_eq!(write(&mut d, 6, HOST_A, regs::FAULT_INJECT, 1), 0);
     let r = d.faults().poll_request().unwrap();

@@ -125,7 +125,7 @@ impl CameraLoop {
     pub(super) fn setup(opts: RunOptions) -> Result<Self> {
         opts.validate()?;
         let faults = FaultEngine::new(&opts.faults, opts.index, opts.seed);
-        refuse_verbs_packet_faults(&opts)?;
+        refuse_faults_the_transport_lacks(&opts)?;
         let ip = opts.ip();
         if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
             bail!("--ip must be one local unicast address, not {ip}");
@@ -878,23 +878,36 @@ impl CameraLoop {
     }
 }
 
-/// With `--transport verbs` the RDMA device sends the packets: packet faults and reboot cannot
-/// be injected there.
-fn refuse_verbs_packet_faults(opts: &RunOptions) -> Result<()> {
-    if opts.verbs.is_some()
-        && opts.faults.iter().any(|f| {
-            f.camera.is_none_or(|c| c == opts.index)
-                && !f.kind.in_device()
-                && f.kind != FaultKind::Silence
-                && f.kind != FaultKind::Stall
-        })
-    {
-        bail!(
+/// Whether this camera's transport can carry out a fault of `kind`: with `--transport verbs`
+/// the RDMA device sends the packets (no packet faults, no reboot); with `--transport gvsp` no
+/// RoCEv2 packet leaves to carry an ECN mark.
+fn transport_carries(opts: &RunOptions, kind: FaultKind) -> bool {
+    if opts.verbs.is_some() {
+        kind.in_device() || kind == FaultKind::Silence || kind == FaultKind::Stall
+    } else {
+        opts.roce || kind != FaultKind::Ecn
+    }
+}
+
+/// Faults this camera's transport cannot carry out are refused at start, not accepted and
+/// never injected (a host's FaultInject of them is refused NOT_IMPLEMENTED: [`boot`]).
+fn refuse_faults_the_transport_lacks(opts: &RunOptions) -> Result<()> {
+    let lacking = opts
+        .faults
+        .iter()
+        .find(|f| f.camera.is_none_or(|c| c == opts.index) && !transport_carries(opts, f.kind));
+    match lacking {
+        None => Ok(()),
+        Some(_) if opts.verbs.is_some() => bail!(
             "with --transport verbs the RDMA device sends the packets: packet faults and reboot \
              need --transport udp or gvsp (drop-frame, resend-unavailable, stall and silence work)"
-        );
+        ),
+        Some(f) => bail!(
+            "--fault {} marks RoCEv2 packets, and --transport gvsp sends none: it needs \
+             --transport udp (GVSP has no congestion notification a host answers)",
+            f.kind.cli_name()
+        ),
     }
-    Ok(())
 }
 
 /// Power-up: also after a reboot fault, which loses every setting. `camera_tx` is the RoCEv2
@@ -912,7 +925,11 @@ fn boot(
         device.orsp_mut().set_max_pmtu(p);
     }
     let f = device.faults();
-    f.set_io(true);
+    let carried: Vec<FaultKind> = FaultKind::ALL
+        .into_iter()
+        .filter(|&k| transport_carries(opts, k))
+        .collect();
+    f.set_io(&carried);
     f.set_seed(opts.seed ^ 0xd3 ^ ((opts.index as u64) << 32));
     f.set_frame_drop(faults.rule(FaultKind::FrameDrop));
     f.set_resend_unavailable(faults.rule(FaultKind::ResendUnavailable));

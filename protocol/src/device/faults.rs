@@ -229,7 +229,8 @@ pub struct Faults {
     rng: Rng,
     requests: Deque<FaultRequest, REQUESTS>,
     injected: [u64; KINDS],
-    io: bool,
+    /// The kinds an I/O layer carries out, one bit per FaultSelector value.
+    io: u16,
 }
 
 /// Why a FaultInject was refused.
@@ -250,7 +251,7 @@ impl Faults {
             rng: Rng::new(seed),
             requests: Deque::new(),
             injected: [0; KINDS],
-            io: false,
+            io: 0,
         }
     }
 
@@ -259,10 +260,11 @@ impl Faults {
         self.rng = Rng::new(seed);
     }
 
-    /// Say that an I/O layer takes [`FaultRequest`]s (`rdmacam run`); without one, FaultInject
-    /// of a wire fault is refused NOT_IMPLEMENTED.
-    pub fn set_io(&mut self, on: bool) {
-        self.io = on;
+    /// Say which kinds an I/O layer carries out as [`FaultRequest`]s (`rdmacam run` names
+    /// what its transport can). FaultInject of any other wire fault is refused NOT_IMPLEMENTED,
+    /// so a host hears that its fault will not happen instead of waiting for it.
+    pub fn set_io(&mut self, kinds: &[FaultKind]) {
+        self.io = kinds.iter().fold(0, |m, &k| m | 1 << k as u16);
     }
 
     /// Drop frames by this rule from now on.
@@ -293,7 +295,7 @@ impl Faults {
                 self.resend.add(count.into());
                 Ok(())
             }
-            _ if !self.io => Err(InjectError::NotSupported),
+            _ if self.io & 1 << kind as u16 == 0 => Err(InjectError::NotSupported),
             _ => self
                 .requests
                 .push_back(FaultRequest {
@@ -378,7 +380,10 @@ mod tests {
         let stall = FaultKind::Stall as u32;
         let mut f = Faults::new(1);
         assert_eq!(f.inject(stall, 1, 1000), Err(InjectError::NotSupported));
-        f.set_io(true);
+        // an I/O layer carries out the kinds it names, no others
+        f.set_io(&[FaultKind::Stall, FaultKind::Silence]);
+        let ecn = FaultKind::Ecn as u32;
+        assert_eq!(f.inject(ecn, 1, 0), Err(InjectError::NotSupported));
         for _ in 0..REQUESTS {
             f.inject(stall, 1, 1000).unwrap();
         }
