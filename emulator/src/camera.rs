@@ -18,32 +18,34 @@ pub const FRAME_SLOTS: usize = 6;
 /// The emulator's camera.
 pub type CameraCore = Camera<EmuSource, VecFrames>;
 
-/// Where the emulator's frames come from: the synthetic patterns, or images replayed.
+/// Where the emulator's frames come from: the synthetic patterns, or images replayed as a
+/// sensor's (`TestPattern` Off) beside the patterns a host may switch to.
 #[derive(Debug)]
 pub enum EmuSource {
     /// `TestPattern` frames from a seed.
     Synthetic(SyntheticSource),
-    /// `--images`: the set's images in name order, looped.
-    Images(ImageSource),
+    /// `--images`: the set's images in name order, looped, while `TestPattern` is Off; the
+    /// patterns otherwise.
+    Images(ImageSource, SyntheticSource),
 }
 
 impl FrameSource for EmuSource {
     fn capture(&mut self, spec: &FrameSpec, timestamp: u64) -> Frame {
         match self {
-            EmuSource::Synthetic(s) => s.capture(spec, timestamp),
-            EmuSource::Images(s) => s.capture(spec, timestamp),
+            EmuSource::Images(s, _) if spec.sensor => s.capture(spec, timestamp),
+            EmuSource::Synthetic(s) | EmuSource::Images(_, s) => s.capture(spec, timestamp),
         }
     }
     fn read(&self, frame: &Frame, offset: usize, out: &mut [u8]) {
         match self {
-            EmuSource::Synthetic(s) => s.read(frame, offset, out),
-            EmuSource::Images(s) => s.read(frame, offset, out),
+            EmuSource::Images(s, _) if frame.spec.sensor => s.read(frame, offset, out),
+            EmuSource::Synthetic(s) | EmuSource::Images(_, s) => s.read(frame, offset, out),
         }
     }
     fn refresh(&self, held: &Frame, frame: &Frame, buf: &mut [u8]) {
         match self {
-            EmuSource::Synthetic(s) => s.refresh(held, frame, buf),
-            EmuSource::Images(s) => s.read(frame, 0, buf),
+            EmuSource::Images(s, _) if frame.spec.sensor => s.read(frame, 0, buf),
+            EmuSource::Synthetic(s) | EmuSource::Images(_, s) => s.refresh(held, frame, buf),
         }
     }
 }

@@ -621,6 +621,12 @@ fn aravis_receives_replayed_images_byte_for_byte() {
             &format!("replay_images {format}"),
         );
     }
+    // the camera says what it shows, as aravis reads it: the sensor's images (TestPattern
+    // Off; it used to read Gradient), until a host picks a pattern
+    let out = arv_tool(&["-a", &ip, "control", "TestPattern"]);
+    assert!(out.contains("TestPattern = Off"), "{out}");
+    let out = arv_tool(&["-a", &ip, "control", "TestPattern=Gradient", "TestPattern"]);
+    assert!(out.contains("TestPattern = Gradient"), "{out}");
 }
 
 /// `rdmacam run --rig FILE`: a TOML rig of two different cameras in one process, one replaying

@@ -909,6 +909,68 @@ fn replayed_images_reach_the_reference_host_byte_for_byte() {
     }
 }
 
+/// A camera replaying images says so (TestPattern Off): a host that would check frames
+/// against a test pattern is told to give the images instead of counting every frame bad, a
+/// host may switch the camera to a pattern and back (`--images` writes Off), and a camera
+/// without images refuses Off. Before, such a camera read TestPattern Gradient, and the
+/// reference host without `--images` counted the frames that were not a gradient as bad.
+#[test]
+fn a_camera_replaying_images_says_so_and_a_host_may_pick_a_pattern_instead() {
+    use rdmacam_protocol::device::regs;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    for k in 0..2u32 {
+        let img = image::GrayImage::from_fn(64, 32, |x, y| image::Luma([(x * 3 + y * k) as u8]));
+        img.save(dir.path().join(format!("f{k}.png"))).unwrap();
+    }
+    let set =
+        Arc::new(rdmacam_io::images::ImageSet::load(dir.path().to_str().unwrap(), None).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let ports = (19595, 18020, 18021);
+    let mut cam = spawn_udp_camera(ports, &["--images", dir.path().to_str().unwrap()]);
+    let mut o = host_options(ports, 6, None);
+    let refused = rdmacam_hil::run::run_host(&o, &stop);
+    // a host picks a pattern through the feature, then checks it without images
+    let mut g = rdmacam_hil::gvcp::GvcpClient::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, ports.0),
+    )
+    .unwrap();
+    let off = g.read(regs::TEST_PATTERN).unwrap();
+    g.write(regs::CCP, regs::CCP_CONTROL).unwrap();
+    g.write(regs::TEST_PATTERN, 2).unwrap(); // Checkerboard
+    g.write(regs::CCP, 0).unwrap();
+    let pattern = rdmacam_hil::run::run_host(&o, &stop);
+    o.images = Some(set.clone());
+    let images = rdmacam_hil::run::run_host(&o, &stop);
+    let _ = cam.kill();
+    let _ = cam.wait();
+    assert_eq!(off, regs::TEST_PATTERN_OFF);
+    let e = format!("{:#}", refused.expect_err("no pattern to check against"));
+    assert!(
+        e.contains("TestPattern Off") && e.contains("give --images"),
+        "{e}"
+    );
+    let s = pattern.unwrap();
+    assert_eq!((s.frames_received, s.frames_bad), (6, 0), "{s:?}");
+    let s = images.unwrap();
+    assert_eq!((s.frames_received, s.frames_bad), (6, 0), "{s:?}");
+    // a camera without images has no Off to show
+    let ports = (19596, 18022, 18023);
+    let mut cam = spawn_udp_camera(ports, &[]);
+    let mut o = host_options(ports, 6, None);
+    o.images = Some(set);
+    let r = rdmacam_hil::run::run_host(&o, &stop);
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let e = format!("{:#}", r.expect_err("nothing to replay"));
+    assert!(
+        e.contains("refused TestPattern Off") && e.contains("0x8002"),
+        "{e}"
+    );
+}
+
 /// `--data-mover`: the camera's queue pair emits descriptors and never reads a payload byte; the
 /// software data mover builds each packet and its ICRC. The reference host checks every
 /// packet's ICRC and every frame's bytes.

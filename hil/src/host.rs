@@ -588,6 +588,7 @@ impl HostCore {
             offset_y: leader.offset_y,
             pixel_format: PixelFormat::from_pfnc(leader.pixel_format)?,
             pattern: self.cfg.pattern,
+            sensor: false,
         })
     }
 
@@ -1057,6 +1058,7 @@ mod deferred {
             offset_y: 0,
             pixel_format: PixelFormat::Mono8,
             pattern: Pattern::Gradient,
+            sensor: false,
         }
     }
 

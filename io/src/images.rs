@@ -455,6 +455,7 @@ mod tests {
             offset_y: oy,
             pixel_format: pf,
             pattern: Pattern::Gradient,
+            sensor: false,
         }
     }
 

@@ -33,6 +33,7 @@ fn main() {
         offset_y: 0,
         pixel_format: PixelFormat::Mono8,
         pattern: Pattern::Gradient,
+        sensor: false,
     };
     let mut buf = vec![0u8; 9216];
     if args.next().as_deref() == Some("copy") {

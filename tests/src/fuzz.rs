@@ -103,6 +103,7 @@ pub fn orsp_host_messages(data: &[u8]) {
             offset_y: 0,
             pixel_format: PixelFormat::Mono8,
             pattern: Pattern::Gradient,
+            sensor: false,
         },
         0,
     );

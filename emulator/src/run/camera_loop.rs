@@ -284,7 +284,7 @@ impl CameraLoop {
         let (ip, stream_port) = (d.ip, d.stream_source_port);
         info!(
             %ip, serial = %d.serial, width = d.width, height = d.height,
-            pixel_format = d.pixel_format.name(), pattern = d.pattern.name(), fps = d.frame_rate,
+            pixel_format = d.pixel_format.name(), pattern = if o.images.is_some() { "Off (--images)" } else { d.pattern.name() }, fps = d.frame_rate,
             gev = format!("{}.{}", d.gev_version.0, d.gev_version.1),
             stream_source_port = stream_port,
             // LOCAL_NICE on loopback (`--nice`)
@@ -919,7 +919,12 @@ fn boot(
     camera_tx: u16,
     max_pmtu: Option<Pmtu>,
 ) -> CameraCore {
-    let mut device = Device::new(cfg.clone());
+    // replayed images are the sensor's: TestPattern Off, and a host may pick a pattern
+    let sensor = opts.images.is_some();
+    let mut device = Device::new(DeviceConfig {
+        sensor,
+        ..cfg.clone()
+    });
     device.orsp_mut().set_cm_port(opts.cm_port);
     if let Some(p) = max_pmtu {
         device.orsp_mut().set_max_pmtu(p);
@@ -934,7 +939,10 @@ fn boot(
     f.set_frame_drop(faults.rule(FaultKind::FrameDrop));
     f.set_resend_unavailable(faults.rule(FaultKind::ResendUnavailable));
     let source = match &opts.images {
-        Some(set) => EmuSource::Images(ImageSource::new(set.clone())),
+        Some(set) => EmuSource::Images(
+            ImageSource::new(set.clone()),
+            SyntheticSource::new(opts.seed),
+        ),
         None => EmuSource::Synthetic(SyntheticSource::new(opts.seed)),
     };
     let ports = RocePorts {

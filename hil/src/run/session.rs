@@ -56,6 +56,30 @@ const NO_FRAME_LOOK: Duration = Duration::from_secs(10);
 /// arriving is stuck.
 const QUIET_WATCH: Duration = Duration::from_secs(2);
 
+/// What frames are checked against: `--images` needs the camera to replay them (TestPattern
+/// Off, written here; a camera without images refuses it), and without `--images` the camera
+/// must show a test pattern. The pattern the checks use when no images are given.
+fn check_what_the_camera_shows(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<Pattern> {
+    if o.images.is_some() {
+        gvcp.write(regs::TEST_PATTERN, regs::TEST_PATTERN_OFF)
+            .context(
+                "the camera refused TestPattern Off: it has no images to replay (start it with \
+                 rdmacam run --images, the files given to --images here)",
+            )?;
+        return Ok(Pattern::Gradient);
+    }
+    let v = gvcp.read(regs::TEST_PATTERN)?;
+    if v == regs::TEST_PATTERN_OFF {
+        bail!(
+            "the camera shows its sensor's images (TestPattern Off), not a test pattern: give \
+             --images with the files it replays to check every frame against them"
+        );
+    }
+    Pattern::from_u32(v).with_context(|| {
+        format!("the camera's TestPattern is {v}, none this host knows: it cannot check frames")
+    })
+}
+
 /// Chunk mode and the frame rate as the options ask; what the camera offers (ORSP version,
 /// path MTU) and what a frame will be.
 fn configure(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<CameraFacts> {
@@ -69,7 +93,7 @@ fn configure(o: &HostOptions, gvcp: &mut GvcpClient) -> Result<CameraFacts> {
     }
     // with chunks, the payload (and the buffers) hold the image and its chunk data
     let payload = gvcp.read(regs::PAYLOAD_SIZE)? as usize;
-    let pattern = Pattern::from_u32(gvcp.read(regs::TEST_PATTERN)?).unwrap_or(Pattern::Gradient);
+    let pattern = check_what_the_camera_shows(o, gvcp)?;
     let major = gvcp.read(oregs::BASE + oregs::ORSP_VERSION)? >> 16;
     if major == 0 {
         bail!(

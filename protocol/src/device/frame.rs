@@ -73,6 +73,9 @@ pub struct FrameSpec {
     pub pixel_format: PixelFormat,
     /// Test pattern.
     pub pattern: Pattern,
+    /// `TestPattern` Off: the sensor's image (replayed images), not [`pattern`](Self::pattern).
+    /// A source without a sensor renders the pattern.
+    pub sensor: bool,
 }
 
 impl FrameSpec {
@@ -221,6 +224,7 @@ mod tests {
                 offset_y: 5,
                 pixel_format: PixelFormat::Mono8,
                 pattern: Pattern::Gradient,
+                sensor: false,
             },
             timestamp: 0x0102_0304_0506_0708,
             chunks: Chunks {

@@ -98,6 +98,9 @@ pub struct DeviceConfig {
     pub pixel_format: PixelFormat,
     /// Initial test pattern.
     pub pattern: Pattern,
+    /// The camera has an image source besides its test patterns (`rdmacam run --images`):
+    /// `TestPattern` Off selects it and is the initial value. Without one, Off is refused.
+    pub sensor: bool,
     /// Initial frame rate (frames per second).
     pub frame_rate: f32,
     /// Initial exposure time (µs); [`Device::new`] shortens it to fit `frame_rate`.
@@ -167,6 +170,7 @@ impl DeviceConfig {
             height: 1080,
             pixel_format: PixelFormat::Mono8,
             pattern: Pattern::Gradient,
+            sensor: false,
             frame_rate: 30.0,
             exposure_us: 10_000.0,
             stream_source_port: 0,
@@ -422,7 +426,8 @@ impl Device {
             pixel_format: PixelFormat::from_pfnc(self.cam.get(regs::PIXEL_FORMAT))
                 .unwrap_or(PixelFormat::Mono8),
             pattern: Pattern::from_u32(self.cam.get(regs::TEST_PATTERN))
-                .unwrap_or(Pattern::Gradient),
+                .unwrap_or(self.cfg.pattern),
+            sensor: self.cam.get(regs::TEST_PATTERN) == regs::TEST_PATTERN_OFF,
         }
     }
 

@@ -368,6 +368,7 @@ mod tests {
                                 offset_y: 0,
                                 pixel_format: pf,
                                 pattern,
+                                sensor: false,
                             },
                             timestamp: 0,
                             chunks: Chunks::NONE,
@@ -408,6 +409,7 @@ mod tests {
                     offset_y: 0,
                     pixel_format: PixelFormat::Mono8,
                     pattern: Pattern::Gradient,
+                    sensor: false,
                 },
                 timestamp: 0,
                 chunks: Chunks::NONE,
@@ -430,6 +432,7 @@ mod tests {
             offset_y: 0,
             pixel_format: pf,
             pattern,
+            sensor: false,
         }
     }
 

@@ -340,6 +340,10 @@ impl Device {
                     self.fire_trigger(now, selector);
                 }
             }
+            // Off is the sensor's image: a camera without one has nothing to show
+            regs::TEST_PATTERN if v == regs::TEST_PATTERN_OFF && !self.cfg.sensor => {
+                return Err(status::INVALID_PARAMETER);
+            }
             regs::EXPOSURE_TIME => {
                 self.cam.set(addr, v);
                 // a frame period holds one exposure: the frame rate comes down to fit
@@ -395,7 +399,14 @@ impl CameraRegs {
             .exposure_us
             .min((1e6 / f64::from(cfg.frame_rate)) as f32);
         cam.set(regs::EXPOSURE_TIME, exposure.max(1.0).to_bits());
-        cam.set(regs::TEST_PATTERN, cfg.pattern as u32);
+        cam.set(
+            regs::TEST_PATTERN,
+            if cfg.sensor {
+                regs::TEST_PATTERN_OFF
+            } else {
+                cfg.pattern as u32
+            },
+        );
         cam.set(regs::ACTION_SELECTOR, 1);
         for i in 0..regs::TRIGGERS {
             cam.set(

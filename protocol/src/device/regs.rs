@@ -104,6 +104,9 @@ pub const FRAME_RATE: u32 = 0x1_F020;
 pub const EXPOSURE_TIME: u32 = 0x1_F024;
 pub const GAIN: u32 = 0x1_F028;
 pub const TEST_PATTERN: u32 = 0x1_F02C;
+/// `TestPattern` Off: no test pattern, the sensor's image (replayed images in the emulator).
+/// The patterns themselves are [`Pattern`](super::frame::Pattern) values 0..=3.
+pub const TEST_PATTERN_OFF: u32 = 4;
 pub const TL_PARAMS_LOCKED: u32 = 0x1_F030;
 pub const SENSOR_WIDTH: u32 = 0x1_F034;
 pub const SENSOR_HEIGHT: u32 = 0x1_F038;

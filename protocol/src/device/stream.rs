@@ -481,6 +481,7 @@ mod tests {
             offset_y: 0,
             pixel_format: PixelFormat::Mono8,
             pattern: Pattern::Gradient,
+            sensor: false,
         };
         let mut ch = GvspChannel::new();
         ch.start_frame(Frame::new(1, spec, 0), cfg);

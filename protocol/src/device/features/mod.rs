@@ -525,6 +525,7 @@ pub const TEST_PATTERNS: &[Entry] = &[
     custom_entry("MovingBar", 1),
     custom_entry("Checkerboard", 2),
     custom_entry("Noise", 3),
+    custom_entry("Off", regs::TEST_PATTERN_OFF),
 ];
 
 const fn feature(
@@ -1025,7 +1026,9 @@ mod tests {
 
     #[test]
     fn test_pattern_entries_are_the_patterns() {
-        assert_eq!(TEST_PATTERNS.len(), Pattern::ALL.len());
+        assert_eq!(TEST_PATTERNS.len(), Pattern::ALL.len() + 1);
+        let off = TEST_PATTERNS.last().map(|e| (e.name, e.value));
+        assert_eq!(off, Some(("Off", regs::TEST_PATTERN_OFF)));
         for (e, p) in TEST_PATTERNS.iter().zip(Pattern::ALL) {
             assert_eq!((e.name, e.value), (p.name(), p as u32));
         }
