@@ -42,7 +42,8 @@ struct Args {
     /// Frames to receive (MultiFrame, 1 or more); default: until --duration or Ctrl-C.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=u64::from(u32::MAX)))]
     frames: Option<u64>,
-    /// Seconds to stream when --frames is not given (more than 0, at most a year).
+    /// Seconds to stream (more than 0, at most a year): without --frames, 10 by default; with
+    /// --frames, the longest the run may take (frames not received by then count as missing).
     #[arg(long, value_parser = rdmacam_io::clock::parse_seconds)]
     duration: Option<Duration>,
     /// Frame rate to ask the camera for.
