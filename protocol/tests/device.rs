@@ -434,6 +434,32 @@ fn image_settings_are_locked_while_acquiring() {
     );
 }
 
+/// TestPattern Off is the sensor's image: the initial value of a camera that has one (the
+/// emulator replaying images), refused INVALID_PARAMETER by one that has not (the firmware);
+/// the frame spec says which the next frame is.
+#[test]
+fn test_pattern_off_is_the_sensor_and_only_a_camera_with_one_takes_it() {
+    let mut d = device();
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    assert_eq!(read(&mut d, 0, HOST_A, regs::TEST_PATTERN).1, 0, "Gradient");
+    assert_eq!(write(&mut d, 1, HOST_A, regs::TEST_PATTERN, 4), 0x8002);
+    assert!(!d.frame_spec().sensor);
+
+    let mut cfg = DeviceConfig::new(CAM, [0x02, 0x52, 1, 2, 3, 4], "SN42");
+    cfg.sensor = true;
+    let mut d = Device::new(cfg);
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    assert_eq!(read(&mut d, 0, HOST_A, regs::TEST_PATTERN).1, 4, "Off");
+    assert!(d.frame_spec().sensor);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::TEST_PATTERN, 2), 0);
+    let spec = d.frame_spec();
+    assert!(!spec.sensor);
+    assert_eq!(spec.pattern.name(), "Checkerboard");
+    assert_eq!(write(&mut d, 2, HOST_A, regs::TEST_PATTERN, 4), 0);
+    assert!(d.frame_spec().sensor);
+    assert_eq!(write(&mut d, 3, HOST_A, regs::TEST_PATTERN, 5), 0x8002);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
