@@ -57,8 +57,13 @@ pub struct RocePacket {
     pub icrc_carried: Option<String>,
     /// ICRC computed over the packet's bytes.
     pub icrc_computed: Option<String>,
-    /// Why the ICRC could not be checked (truncated packet), when that is the case.
+    /// Why the ICRC could not be checked (truncated packet), when that is the case, or how a
+    /// UDP GSO send was split.
     pub note: Option<String>,
+    /// A UDP GSO send captured before segmentation (on loopback, a veth, or the sender's own
+    /// interface): how many segments it holds. `icrc` is then the verdict on every segment as
+    /// the kernel cuts it (IPv4 identification counting up from the captured one).
+    pub gso_segments: Option<usize>,
 }
 
 impl RocePacket {
@@ -257,6 +262,36 @@ fn rocev2(
     let mut p = describe(index, "RoCEv2", vlan, src, dst, ib, check, note);
     p.src_port = be16(l4, 0);
     p.dst_port = be16(l4, 2);
+    if p.icrc == "bad"
+        && note.is_none()
+        && let Some(size) = gso_segment_size(dgram)
+    {
+        // judged as its receiver gets it: segment by segment
+        let segments = gso_segments(ip_header, v6, dgram, size);
+        let bad: Vec<String> = segments
+            .iter()
+            .enumerate()
+            .filter(|(_, (ip, d))| !matches!(icrc::raw_rocev2(ip, v6, d), Ok((c, r)) if c == r))
+            .map(|(k, _)| (k + 1).to_string())
+            .collect();
+        let n = segments.len();
+        p.gso_segments = Some(n);
+        p.payload_len =
+            describe(index, "RoCEv2", vlan, src, dst, &ib[..size], None, None).payload_len;
+        p.icrc_carried = None;
+        p.icrc_computed = None;
+        p.icrc = if bad.is_empty() { "ok" } else { "bad" };
+        p.note = Some(if bad.is_empty() {
+            format!(
+                "a UDP GSO send captured before segmentation: {n} segments of {size} bytes, each ICRC good"
+            )
+        } else {
+            format!(
+                "a UDP GSO send captured before segmentation: {n} segments of {size} bytes; bad ICRC in segment {} (IPv4 identification counting up from the first, as the kernel numbers them)",
+                bad.join(", ")
+            )
+        });
+    }
     p
 }
 
@@ -329,7 +364,58 @@ fn describe(
                 .is_none()
                 .then(|| "too short for BTH and ICRC".to_string())
         }),
+        gso_segments: None,
     }
+}
+
+/// A UDP GSO send captured whole (`dgram` is its UDP header and every segment's bytes): the
+/// size of its segments, when they can be told: equal-size RoCEv2 packets of one queue pair
+/// whose PSNs count up, the last possibly shorter. The kernel cuts such a send into datagrams
+/// of that size, each with its own IP and UDP length and, for IPv4, the identification of the
+/// one before plus one: each segment's ICRC covers those. `None`: not such a send.
+fn gso_segment_size(dgram: &[u8]) -> Option<usize> {
+    let ib = dgram.get(udp::HEADER_LEN..)?;
+    let min = bth::HEADER_LEN + icrc::ICRC_LEN;
+    if ib.len() < 2 * min {
+        return None;
+    }
+    let first = bth::Packet::new_unchecked(ib);
+    let (qpn, psn) = (first.dest_qp(), first.psn());
+    let continues = |at: usize, k: u32| {
+        ib.get(at..at + bth::HEADER_LEN).is_some_and(|b| {
+            let b = bth::Packet::new_unchecked(b);
+            b.dest_qp() == qpn && b.psn() == psn.wrapping_add(k) & 0x00ff_ffff
+        })
+    };
+    // RoCEv2 packets are whole 4-byte words; the second segment names the size
+    (min..=ib.len() - min).step_by(4).find(|&size| {
+        let n = ib.len().div_ceil(size);
+        ib.len() - (n - 1) * size >= min && (1..n).all(|k| continues(k * size, k as u32))
+    })
+}
+
+/// Each segment of a UDP GSO send as the kernel sends it: `(ip_header, udp_datagram)`.
+fn gso_segments(ip_header: &[u8], v6: bool, dgram: &[u8], size: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let ib = &dgram[udp::HEADER_LEN..];
+    let id = be16(ip_header, 4).unwrap_or(0);
+    ib.chunks(size)
+        .enumerate()
+        .map(|(k, seg)| {
+            let udp_len = (udp::HEADER_LEN + seg.len()) as u16;
+            let mut ip = ip_header.to_vec();
+            if v6 {
+                ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            } else {
+                let total = (ip_header.len() as u16).wrapping_add(udp_len);
+                ip[2..4].copy_from_slice(&total.to_be_bytes());
+                ip[4..6].copy_from_slice(&id.wrapping_add(k as u16).to_be_bytes());
+            }
+            let mut d = dgram[..udp::HEADER_LEN].to_vec();
+            d[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            d.extend_from_slice(seg);
+            (ip, d)
+        })
+        .collect()
 }
 
 /// How `rdmacam run --pcap` marks received packets whose IP/UDP header it rebuilt.
@@ -342,7 +428,14 @@ type Captured = (DataLink, Vec<u8>, bool);
 
 /// Every frame of a capture with its link type, in order, and a warning if the capture ends in a
 /// cut block (its writer was killed): the packets before it are still returned, as tshark does.
+/// `-` is standard input (`tcpdump -w - | rdmacam inspect -`), read to its end.
 fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
+    if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        return frames_of(&bytes, "standard input");
+    }
     let bytes = std::fs::read(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     frames_of(&bytes, &path.display().to_string())
 }

@@ -26,14 +26,15 @@ enum Command {
     /// Exit status: 0 when every RoCE packet's ICRC is good, 1 when any is bad, 2 when the file
     /// cannot be read.
     Inspect {
-        /// The capture (pcap or pcapng; Ethernet, Linux cooked v1/v2 or raw IP link types).
+        /// The capture (pcap or pcapng; Ethernet, Linux cooked v1/v2 or raw IP link types), or
+        /// `-` for standard input (`tcpdump -w - ... | rdmacam inspect -`, checked once it ends).
         file: PathBuf,
         /// Check only packets to or from this UDP port. Default: 4791 and every port a packet
         /// with a valid RoCEv2 ICRC was sent to or from, so both directions of a conversation
         /// on any ports are followed.
         #[arg(long)]
         port: Option<u16>,
-        /// Print JSON lines instead of text (fields documented in the README).
+        /// Print JSON lines instead of text (fields in docs/inspect.md).
         #[arg(long)]
         json: bool,
     },
