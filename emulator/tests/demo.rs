@@ -489,6 +489,10 @@ fn bad_settings_are_refused_before_anything_starts() {
         (&["run", "--gvcp-port", "0"][..], "0 is not in 1..=65535"),
         (&["run", "--roce-port", "0"][..], "0 is not in 1..=65535"),
         (
+            &["run", "--transport", "udp", "--roce-port", "3956"][..],
+            "--roce-port 3956 is the camera's GVCP port (--gvcp-port)",
+        ),
+        (
             &["run", "--fault", "stall:for=1h,at=0s"][..],
             "for=1h needs a unit, ms or s",
         ),

@@ -171,6 +171,14 @@ impl RunOptions {
                 "port 0 is not a port a host can reach: give --gvcp-port, --roce-port and --host-roce-port 1..65535"
             );
         }
+        // both UDP on the camera's address: one socket each
+        if self.roce && self.gvcp_port == self.roce_port {
+            bail!(
+                "--roce-port {} is the camera's GVCP port (--gvcp-port): GVCP and RoCEv2 each need \
+                 their own UDP port",
+                self.roce_port
+            );
+        }
         let fixed_min = |name: &str| match by_name(name).map(|f| f.kind) {
             Some(Kind::Int {
                 min: Limit::Fixed(m),
