@@ -76,6 +76,12 @@ pub(super) fn stall_cause(
     )
 }
 
+/// A camera counter's growth from `base` to `now`. A counter below its base was cleared
+/// meanwhile (OrspControl CLEAR_COUNTERS): what it counts now came since.
+pub(super) fn since(base: u32, now: u32) -> u32 {
+    now.checked_sub(base).unwrap_or(now)
+}
+
 /// No HELLO arrived in time: did the camera send one? A camera that took the connection
 /// (connected, or given up with retries exhausted) and resent packets since `resent_before`
 /// sent its HELLO, and it went somewhere this host does not listen: most often another UDP
@@ -103,7 +109,7 @@ pub(super) fn no_hello_cause(
     let (Some(before), Some(now), true) = (resent_before, resent, took_it) else {
         return plain;
     };
-    let n = super::session::since(before, now);
+    let n = since(before, now);
     if n == 0 {
         return plain;
     }

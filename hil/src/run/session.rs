@@ -17,7 +17,7 @@ use rdmacam_protocol::orsp::regs as oregs;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
 use super::camera_regs::{
-    camera_gives_up, connect_registers, destroy_qp, inject, no_hello_cause, stall_cause,
+    camera_gives_up, connect_registers, destroy_qp, inject, no_hello_cause, since, stall_cause,
     write_host_gid,
 };
 use super::plane::{CameraFacts, CmConn, Plane};
@@ -163,12 +163,6 @@ impl CameraCounts {
             retransmitted: r(oregs::COUNTER_RETRANSMITTED)?,
         })
     }
-}
-
-/// A camera counter's growth from `base` to `now`. A counter below its base was cleared
-/// meanwhile (OrspControl CLEAR_COUNTERS): what it counts now came since.
-pub(super) fn since(base: u32, now: u32) -> u32 {
-    now.checked_sub(base).unwrap_or(now)
 }
 
 /// A session from the open data plane on.
