@@ -40,6 +40,14 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
             "5000000000 is not in 1..=4294967295",
         ),
         (&["--recv-buffer", "1"][..], "1 is not in 4096..=1073741824"),
+        // port 0 names no port: --rx-port 0 used to listen on a port the kernel picked, where
+        // no camera sends
+        (
+            &["--rx-port", "0"][..],
+            "'0' for '--rx-port <RX_PORT>': 0 is not in 1..=65535",
+        ),
+        (&["--camera-rx-port", "0"][..], "0 is not in 1..=65535"),
+        (&["--cm-port", "0"][..], "0 is not in 1..=65535"),
         (&["--duration", "0"][..], "0 seconds is out of range"),
         (
             &["--destroy-qp-after", "3"][..],

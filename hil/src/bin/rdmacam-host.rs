@@ -21,10 +21,10 @@ struct Args {
     #[arg(long, value_parser = unicast)]
     local: Ipv4Addr,
     /// The camera's GVCP port.
-    #[arg(long, default_value_t = 3956)]
+    #[arg(long, default_value_t = 3956, value_parser = clap::value_parser!(u16).range(1..))]
     gvcp_port: u16,
     /// UDP port this host receives RoCEv2 on.
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = 4791, value_parser = clap::value_parser!(u16).range(1..))]
     rx_port: u16,
     /// This host's RoCEv2 address if not --local (an IPv6 address is written to OrspHostGid).
     #[arg(long)]
@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     camera_roce: Option<std::net::IpAddr>,
     /// UDP port the camera receives RoCEv2 on.
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = 4791, value_parser = clap::value_parser!(u16).range(1..))]
     camera_rx_port: u16,
     /// Frame buffers to announce (1 or more: the camera writes frames only into buffers, and
     /// drops every frame that finds none).
@@ -60,7 +60,7 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Connect::Registers)]
     connect: Connect,
     /// The camera's RDMA CM port (--connect cm); written to OrspCmPort if the camera has none.
-    #[arg(long, default_value_t = 7471)]
+    #[arg(long, default_value_t = 7471, value_parser = clap::value_parser!(u16).range(1..))]
     cm_port: u16,
     /// Where RoCEv2 arrives: `soft` (this program's RC responder on a UDP socket, no RDMA
     /// device) or `verbs` (an RC QP on an RDMA NIC or Soft-RoCE; needs a build with
