@@ -48,6 +48,13 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
         ),
         (&["--camera-rx-port", "0"][..], "0 is not in 1..=65535"),
         (&["--cm-port", "0"][..], "0 is not in 1..=65535"),
+        // the defaults on one machine: camera and host both on 127.0.0.1:4791 (it used to end
+        // in "Address already in use" once the camera was configured)
+        (
+            &[][..],
+            "this host and the camera would both receive RoCEv2 on 127.0.0.1:4791: give them \
+             another address for this host (--local 127.0.0.2), or another port (--rx-port 29792",
+        ),
         (&["--duration", "0"][..], "0 seconds is out of range"),
         (
             &["--destroy-qp-after", "3"][..],

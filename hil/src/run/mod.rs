@@ -5,7 +5,7 @@ mod camera_regs;
 mod plane;
 mod session;
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as StdInstant};
@@ -236,6 +236,7 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
         std::fs::write(path, "block_id,trailer_seen_ns,trailer_arrived_ns\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    refuse_one_address_for_both(o)?;
     let started = StdInstant::now();
     let mut total: Option<Summary> = None;
     let mut reconnects = 0;
@@ -286,6 +287,35 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
             }
         }
     }
+}
+
+/// A soft host and its camera on one machine cannot both receive RoCEv2 on one address and
+/// port, which is where the defaults put them (`--camera 127.0.0.1 --local 127.0.0.1`): say how
+/// to part them, instead of "Address already in use" once the camera is configured.
+fn refuse_one_address_for_both(o: &HostOptions) -> Result<()> {
+    let roce_local = o.roce_local.unwrap_or(IpAddr::V4(o.local));
+    let camera_roce = o.camera_roce.unwrap_or(IpAddr::V4(o.camera));
+    if o.transport == HostTransport::Soft
+        && roce_local == camera_roce
+        && o.rx_port == o.camera_rx_port
+    {
+        let other = match roce_local {
+            IpAddr::V4(a) if a.is_loopback() => {
+                let [x, y, z, w] = a.octets();
+                format!(
+                    "another address for this host (--local {}), or ",
+                    Ipv4Addr::new(x, y, z, w.wrapping_add(1).max(1))
+                )
+            }
+            _ => String::new(),
+        };
+        bail!(
+            "this host and the camera would both receive RoCEv2 on {}: give them {other}another \
+             port (--rx-port 29792 here, and rdmacam run --host-roce-port 29792 for the camera)",
+            SocketAddr::new(roce_local, o.rx_port)
+        );
+    }
+    Ok(())
 }
 
 /// One connection's summary added to the ones before.
