@@ -148,8 +148,10 @@ struct RunArgs {
     /// Pixel format: Mono8, Mono10, Mono12, Mono12p, Mono16, BayerGR8, BayerRG8, BayerGB8, BayerBG8, RGB8, BGR8 or YUV422_8.
     #[arg(long, default_value = "Mono8", value_parser = parse_pixel_format)]
     pixel_format: PixelFormat,
-    /// Test pattern: Gradient, MovingBar, Checkerboard or Noise.
-    #[arg(long, default_value = "Gradient", value_parser = parse_pattern)]
+    /// Test pattern: Gradient, MovingBar, Checkerboard or Noise. Not with --images: the camera
+    /// then shows the images (TestPattern Off), and a host may pick a pattern through
+    /// TestPattern.
+    #[arg(long, default_value = "Gradient", value_parser = parse_pattern, conflicts_with = "images")]
     pattern: Pattern,
     /// Frames per second (a host can change it through AcquisitionFrameRate).
     #[arg(long, default_value_t = 30.0)]

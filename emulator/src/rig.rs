@@ -122,6 +122,13 @@ impl Rig {
                     d.pixel_format = PixelFormat::from_name(p)
                         .with_context(|| format!("{}: unknown pixel format {p:?}", what()))?;
                 }
+                if let (Some(_), Some(_)) = (&c.pattern, &c.images) {
+                    bail!(
+                        "{}: pattern and images together: the camera shows the images \
+                         (TestPattern Off), and a host may pick a pattern through TestPattern",
+                        what()
+                    );
+                }
                 if let Some(p) = &c.pattern {
                     d.pattern = Pattern::from_name(p)
                         .with_context(|| format!("{}: unknown pattern {p:?}", what()))?;
@@ -209,5 +216,14 @@ fps = 60
             Rig::parse("[[camera]]\nip = \"127.0.0.1\"\nwidht = 5\n").unwrap_err()
         );
         assert!(e.contains("widht"), "{e}");
+        // a camera that replays images shows them (TestPattern Off): a pattern beside them
+        // would do nothing at start, and is refused
+        let rig = Rig::parse(
+            "[[camera]]\nip = \"127.0.0.1\"\npattern = \"Noise\"\nimages = \"shots/\"\n",
+        )
+        .unwrap();
+        let base = RunOptions::new(std::net::Ipv4Addr::LOCALHOST, "RIG");
+        let e = format!("{:#}", rig.options(&base, Path::new(".")).unwrap_err());
+        assert!(e.contains("pattern and images together"), "{e}");
     }
 }

@@ -506,6 +506,10 @@ fn bad_settings_are_refused_before_anything_starts() {
             ][..],
             "drop-frame is given twice for the same camera",
         ),
+        (
+            &["run", "--images", "shots/", "--pattern", "Noise"][..],
+            "cannot be used with",
+        ),
         // faults the transport cannot carry out: refused, not accepted and never injected
         (
             &["run", "--fault", "ecn:p=0.1"][..],
