@@ -139,6 +139,7 @@ struct RunArgs {
     /// Replay these images instead of a test pattern: a file, a directory (its PNG, TIFF,
     /// PGM/PPM, BMP and .raw files in name order) or a glob (`dir/*.png`), looped. Each frame
     /// is the Width x Height region at OffsetX/OffsetY of an image, converted to PixelFormat.
+    /// The camera reads TestPattern Off (its sensor); a host may pick a pattern and go back.
     #[arg(long, value_name = "PATH")]
     images: Option<String>,
     /// Size and pixel format of `.raw` files among --images: WIDTHxHEIGHT:FORMAT
