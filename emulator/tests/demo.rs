@@ -979,6 +979,42 @@ fn a_camera_replaying_images_says_so_and_a_host_may_pick_a_pattern_instead() {
     );
 }
 
+/// A camera paced to a slow link (`--link-mbps 2`: 17 ms a 4 KiB packet) resends nothing on a
+/// link that loses nothing. Its ACK timer, armed by a packet that asked for no ACK (the first
+/// of a frame, or what is left once an ACK came), used to count only a round trip, while the
+/// next ACK request was still in the pacer: at 1-3 Mbit/s, 10 resent packets a frame.
+#[test]
+fn a_camera_paced_to_a_slow_link_resends_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ports = (19597, 18024, 18025);
+    let mut cam = spawn_udp_camera(
+        ports,
+        &[
+            "--link-mbps",
+            "2",
+            "--first-frame-mbps",
+            "0",
+            "--width",
+            "320",
+            "--height",
+            "240",
+            "--fps",
+            "2",
+        ],
+    );
+    let s = rdmacam_hil::run::run_host(
+        &host_options(ports, 4, None),
+        &Arc::new(AtomicBool::new(false)),
+    );
+    let _ = cam.kill();
+    let _ = cam.wait();
+    let s = s.unwrap();
+    assert_eq!((s.frames_received, s.frames_bad), (4, 0), "{s:?}");
+    assert_eq!(s.retransmitted_packets, 0, "{s:?}");
+    assert_eq!(s.host_roce.duplicate_request, 0, "{s:?}");
+}
+
 /// `--data-mover`: the camera's queue pair emits descriptors and never reads a payload byte; the
 /// software data mover builds each packet and its ICRC. The reference host checks every
 /// packet's ICRC and every frame's bytes.

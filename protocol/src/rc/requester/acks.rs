@@ -193,7 +193,17 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
         (self.ack_deadline, self.probe_at) = if psn_diff(self.una, self.sent_end) < 0 {
-            self.timers(now)
+            let (deadline, probe) = self.timers(now);
+            // what is still outstanding asked for no ACK yet: the answer waits for the next
+            // ACK request, which the pacer may hold back for a while on a slow link (1 Mbit/s:
+            // 33 ms a 4 KiB packet, half a second to the next request), and a timer that
+            // counted only a round trip took that wait for a loss and resent on a clean link
+            let deadline = if psn_diff(self.ackreq_psn, end) < 0 {
+                deadline.map(|d| Instant(d.0 + self.pacing_to_next_ack_request(now)))
+            } else {
+                deadline
+            };
+            (deadline, probe)
         } else {
             (None, None)
         };

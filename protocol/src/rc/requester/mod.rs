@@ -117,6 +117,9 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// One past the highest PSN ever transmitted.
     sent_end: u32,
     packets_since_ackreq: u32,
+    /// The newest packet sent asking for an ACK: once it is acknowledged, what is still
+    /// outstanding has asked for nothing yet.
+    ackreq_psn: u32,
     retry_left: u8,
     rnr_left: u8,
     /// PSN a NAK-triggered go-back started from, until an ACK passes it.
@@ -192,6 +195,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             send_psn: start,
             sent_end: start,
             packets_since_ackreq: 0,
+            ackreq_psn: start.wrapping_sub(1) & 0x00ff_ffff,
             retry_left: cfg.retry_cnt,
             rnr_left: cfg.rnr_retry,
             retrying_from: None,
@@ -472,6 +476,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.count_sent(now, pkt);
         let (psn, retransmission) = (pkt.psn, pkt.retransmission);
         self.packets_since_ackreq = if ack_req {
+            self.ackreq_psn = psn;
             0
         } else {
             self.packets_since_ackreq + 1
@@ -490,9 +495,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.sent_end = self.send_psn;
         }
         // The timer runs from the newest ACK-requesting packet, so pacing a long window out
-        // slowly cannot fire it while ACKs are still due.
-        if self.ack_deadline.is_none() || ack_req {
+        // slowly cannot fire it while ACKs are still due. Armed by a packet that asks for no
+        // ACK (the first after a quiet spell), it waits for the request the pacer still holds.
+        if ack_req {
             (self.ack_deadline, self.probe_at) = self.timers(now);
+        } else if self.ack_deadline.is_none() {
+            self.arm_before_ack_request(now);
         }
     }
 
