@@ -79,6 +79,15 @@ pub struct HostOptions {
 }
 
 impl HostOptions {
+    /// This host's RoCEv2 address and the camera's: `roce_local` and `camera_roce` when given,
+    /// else the GVCP addresses.
+    pub fn roce_addresses(&self) -> (IpAddr, IpAddr) {
+        (
+            self.roce_local.unwrap_or(IpAddr::V4(self.local)),
+            self.camera_roce.unwrap_or(IpAddr::V4(self.camera)),
+        )
+    }
+
     /// The soft host at `local` streaming `frames` frames from the camera at `camera` on the
     /// standard ports (GVCP 3956, RoCEv2 4791 both ways) into 16 buffers, at the camera's frame
     /// rate, with the register exchange, checking the synthetic pattern (seed 1); nothing lost on
@@ -293,8 +302,7 @@ pub fn run_host(o: &HostOptions, stop: &Arc<AtomicBool>) -> Result<Summary> {
 /// port, which is where the defaults put them (`--camera 127.0.0.1 --local 127.0.0.1`): say how
 /// to part them, instead of "Address already in use" once the camera is configured.
 fn refuse_one_address_for_both(o: &HostOptions) -> Result<()> {
-    let roce_local = o.roce_local.unwrap_or(IpAddr::V4(o.local));
-    let camera_roce = o.camera_roce.unwrap_or(IpAddr::V4(o.camera));
+    let (roce_local, camera_roce) = o.roce_addresses();
     if o.transport == HostTransport::Soft
         && roce_local == camera_roce
         && o.rx_port == o.camera_rx_port

@@ -190,8 +190,7 @@ struct Session<'a> {
 impl<'a> Session<'a> {
     /// Open the data plane for frames as the camera describes them.
     fn open(o: &'a HostOptions, gvcp: &'a mut GvcpClient, camera: &CameraFacts) -> Result<Self> {
-        let roce_local = o.roce_local.unwrap_or(IpAddr::V4(o.local));
-        let camera_roce = o.camera_roce.unwrap_or(IpAddr::V4(o.camera));
+        let (roce_local, camera_roce) = o.roce_addresses();
         check_memory(o.buffers, camera.payload)?;
         let (mut plane, pmtu) = Plane::open(o, roce_local, camera_roce, camera)?;
         plane.set_images(o.images.clone());

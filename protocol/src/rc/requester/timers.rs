@@ -231,8 +231,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         };
         let spacing = self.cfg.ack_req_every.min((self.window() / 4).max(1));
         let packets = u64::from(spacing.saturating_sub(self.packets_since_ackreq));
-        // a full packet of the path MTU with its headers (Ethernet to ICRC, at most 90 bytes)
-        let wire = u64::from(self.cfg.pmtu.bytes()) + 90;
+        // a full packet of the path MTU as the pacer counts it: its headers at their longest,
+        // then pad and ICRC
+        let wire = u64::from(self.cfg.pmtu.bytes()) + crate::wire::roce::MAX_HEADER_LEN as u64 + 7;
         let queued = self.rate.next_send_time().0.saturating_sub(now.0);
         queued + packets * wire * 1_000_000_000 / rate
     }
