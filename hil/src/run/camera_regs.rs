@@ -5,6 +5,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result, bail};
 use rdmacam_protocol::device::regs;
+use rdmacam_protocol::orsp::State;
 use rdmacam_protocol::orsp::regs as oregs;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
@@ -101,10 +102,12 @@ pub(super) fn no_hello_cause(
     );
     let status = gvcp.read(oregs::BASE + oregs::STATUS).ok();
     let resent = gvcp.read(oregs::BASE + oregs::COUNTER_RETRANSMITTED).ok();
-    let took_it = status.is_some_and(|s| {
-        (2..=4).contains(&(s & 0xf))
-            || (s & 0xf == 15
-                && (s >> 16) as u16 == rdmacam_protocol::orsp::msg::event::RETRY_EXCEEDED)
+    let took_it = status.is_some_and(|s| match State::of_status(s) {
+        Some(State::Error) => {
+            (s >> 16) as u16 == rdmacam_protocol::orsp::msg::event::RETRY_EXCEEDED
+        }
+        Some(st) => st.holds_connection(),
+        None => false,
     });
     let (Some(before), Some(now), true) = (resent_before, resent, took_it) else {
         return plain;

@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rdmacam_protocol::device::features::acquisition::{command, mode};
 use rdmacam_protocol::device::frame::Pattern;
 use rdmacam_protocol::device::regs;
+use rdmacam_protocol::orsp::State;
 use rdmacam_protocol::orsp::regs as oregs;
 use rdmacam_protocol::wire::pmtu::Pmtu;
 
@@ -579,7 +580,7 @@ impl<'a> Session<'a> {
         }
         let stuck = match (counts, status) {
             // connected, streaming or draining (OrspStatus 2..=4)
-            (Some(c), Some(st)) if (2..=4).contains(&(st & 0xf)) => {
+            (Some(c), Some(st)) if State::of_status(st).is_some_and(State::holds_connection) => {
                 let unseen = u64::from(since(self.base.sent, c.sent)).saturating_sub(frames);
                 let resent = run
                     .quiet

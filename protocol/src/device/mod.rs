@@ -418,6 +418,7 @@ impl Device {
 
     /// Image settings the next frame is captured with.
     pub fn frame_spec(&self) -> FrameSpec {
+        let test_pattern = self.cam.get(regs::TEST_PATTERN);
         FrameSpec {
             width: self.cam.get(regs::WIDTH),
             height: self.cam.get(regs::HEIGHT),
@@ -425,9 +426,8 @@ impl Device {
             offset_y: self.cam.get(regs::OFFSET_Y),
             pixel_format: PixelFormat::from_pfnc(self.cam.get(regs::PIXEL_FORMAT))
                 .unwrap_or(PixelFormat::Mono8),
-            pattern: Pattern::from_u32(self.cam.get(regs::TEST_PATTERN))
-                .unwrap_or(self.cfg.pattern),
-            sensor: self.cam.get(regs::TEST_PATTERN) == regs::TEST_PATTERN_OFF,
+            pattern: Pattern::from_u32(test_pattern).unwrap_or(self.cfg.pattern),
+            sensor: test_pattern == regs::TEST_PATTERN_OFF,
         }
     }
 

@@ -53,6 +53,26 @@ pub enum State {
     Error = 15,
 }
 
+impl State {
+    /// The state a STATUS register word shows (bits 3..0); `None` for a value no state has.
+    pub const fn of_status(status: u32) -> Option<State> {
+        Some(match status & 0xf {
+            0 => State::Idle,
+            1 => State::Configured,
+            2 => State::Connected,
+            3 => State::Streaming,
+            4 => State::Draining,
+            15 => State::Error,
+            _ => return None,
+        })
+    }
+
+    /// Connected, streaming or draining: a connection the camera holds and sends on.
+    pub const fn holds_connection(self) -> bool {
+        matches!(self, State::Connected | State::Streaming | State::Draining)
+    }
+}
+
 /// ORSP counters (COUNTERS registers and the host's statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OrspCounters {
@@ -931,6 +951,24 @@ pub fn failure_code(s: WcStatus) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_word_names_its_state() {
+        for st in [
+            State::Idle,
+            State::Configured,
+            State::Connected,
+            State::Streaming,
+            State::Draining,
+            State::Error,
+        ] {
+            assert_eq!(State::of_status(0x9001_0000 | st as u32), Some(st));
+        }
+        assert_eq!(State::of_status(7), None);
+        let held =
+            [0, 1, 2, 3, 4, 15].map(|v| State::of_status(v).is_some_and(State::holds_connection));
+        assert_eq!(held, [false, false, true, true, true, false]);
+    }
     use crate::orsp::msg::{DeviceMessage, parse_device};
     use crate::wire::pmtu::MessageKind;
     use std::vec::Vec as StdVec;
