@@ -276,12 +276,7 @@ fn parse_pattern(s: &str) -> Result<Pattern, String> {
 }
 
 fn parse_serial(s: &str) -> Result<String, String> {
-    if s.len() > 16 {
-        return Err(format!(
-            "{s:?} is {} bytes, longer than a GigE Vision serial (16 bytes)",
-            s.len()
-        ));
-    }
+    run::check_serial(s)?;
     Ok(s.to_string())
 }
 

@@ -113,8 +113,8 @@ impl Rig {
                     .serial
                     .clone()
                     .unwrap_or_else(|| format!("{}-{}", base.device.serial, k + 1));
-                if serial.len() > 16 {
-                    bail!("{}: serial {:?} is longer than 16 bytes", what(), serial);
+                if let Err(e) = crate::run::check_serial(&serial) {
+                    bail!("{}: {e}", what());
                 }
                 let mut o = base.at(c.ip, &serial);
                 let d = &mut o.device;
@@ -225,5 +225,21 @@ fps = 60
         let base = RunOptions::new(std::net::Ipv4Addr::LOCALHOST, "RIG");
         let e = format!("{:#}", rig.options(&base, Path::new(".")).unwrap_err());
         assert!(e.contains("pattern and images together"), "{e}");
+        // a serial a host can name the camera by, as --serial
+        for (serial, want) in [
+            ("", "camera 127.0.0.1 in the rig: a serial is empty"),
+            (
+                "SEVENTEEN_BYTES_X",
+                "is 17 bytes, longer than a GigE Vision serial",
+            ),
+            ("L\u{e9}FT", "holds '\u{e9}': a serial is printable ASCII"),
+        ] {
+            let rig = Rig::parse(&format!(
+                "[[camera]]\nip = \"127.0.0.1\"\nserial = \"{serial}\"\n"
+            ))
+            .unwrap();
+            let e = format!("{:#}", rig.options(&base, Path::new(".")).unwrap_err());
+            assert!(e.contains(want), "{serial:?}: {e}");
+        }
     }
 }

@@ -455,6 +455,11 @@ fn bad_settings_are_refused_before_anything_starts() {
             &["run", "--serial", "ABCDEFGHIJKLMNOPQ"][..],
             "is 17 bytes, longer than a GigE Vision serial",
         ),
+        (&["run", "--serial", ""][..], "a serial is empty"),
+        (
+            &["run", "--serial", "CAM\tONE"][..],
+            "holds '\\t': a serial is printable ASCII",
+        ),
         (
             &["run", "--raw-format", "64x64:Mono8"][..],
             "--images <PATH>",
@@ -553,6 +558,35 @@ fn bad_settings_are_refused_before_anything_starts() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// `--ip` names the one camera: 0.0.0.0, a broadcast address (the subnet's too, which Linux
+/// lets a socket bind to: a camera at 127.255.255.255 used to start) and a multicast address
+/// are refused.
+#[test]
+fn a_camera_at_an_address_of_no_one_machine_is_refused() {
+    for (ip, want) in [
+        (
+            "0.0.0.0",
+            "--ip must be one local unicast address, not 0.0.0.0",
+        ),
+        (
+            "224.0.0.1",
+            "--ip must be one local unicast address, not 224.0.0.1",
+        ),
+        (
+            "127.255.255.255",
+            "--ip 127.255.255.255 is the broadcast address of lo's subnet",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+            .args(["run", "--ip", ip])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{ip}: {err}");
+        assert!(err.contains(want), "{ip}: {err}");
     }
 }
 

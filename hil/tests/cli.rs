@@ -109,7 +109,8 @@ fn settings_out_of_range_are_refused_before_anything_starts() {
     }
 }
 
-/// `--camera` and `--local` name one machine each: 0.0.0.0, broadcast and multicast are refused
+/// `--camera` and `--local` name one machine each: 0.0.0.0, broadcast (a subnet's too) and
+/// multicast are refused
 /// (0.0.0.0 used to be tried as the camera, a broadcast failed with "Permission denied"), and a
 /// `--local` this machine does not have is named as such (it said only "Cannot assign
 /// requested address").
@@ -128,6 +129,19 @@ fn addresses_that_name_no_one_machine_are_refused() {
             err.contains(&format!(
                 "{bad} names no one machine: give a unicast address"
             )),
+            "{err}"
+        );
+    }
+    // loopback's subnet broadcast: Linux binds a socket to it, and a send there without
+    // SO_BROADCAST fails with "Permission denied"
+    for (camera, local) in [
+        ("127.255.255.255", "127.0.0.1"),
+        ("127.0.0.1", "127.255.255.255"),
+    ] {
+        let (code, err) = run(camera, local);
+        assert_eq!(code, Some(2), "{camera} {local}: {err}");
+        assert!(
+            err.contains("127.255.255.255 is the broadcast address of lo's subnet"),
             "{err}"
         );
     }

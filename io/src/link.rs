@@ -25,6 +25,28 @@ pub fn interface_of(addr: IpAddr) -> std::io::Result<Option<nix::ifaddrs::Interf
     }))
 }
 
+/// The interface (its name) whose IPv4 subnet has `ip` as its broadcast address: the
+/// interface's own broadcast address, or the subnet's all-ones host part where it has none
+/// (loopback: 127.255.255.255). Linux lets a socket bind to such an address and send from
+/// it, but it names every machine on that subnet, not one. Subnets of /31 and /32 have no
+/// broadcast address.
+pub fn subnet_broadcast_of(ip: std::net::Ipv4Addr) -> std::io::Result<Option<String>> {
+    let hit = nix::ifaddrs::getifaddrs()?.find(|a| {
+        let v4 = |s: &Option<nix::sys::socket::SockaddrStorage>| {
+            s.as_ref().and_then(|s| s.as_sockaddr_in()).map(|v| v.ip())
+        };
+        let (Some(addr), Some(mask)) = (v4(&a.address), v4(&a.netmask)) else {
+            return false;
+        };
+        if u32::from(mask).leading_ones() > 30 {
+            return false;
+        }
+        let from_mask = std::net::Ipv4Addr::from(u32::from(addr) | !u32::from(mask));
+        ip == from_mask || v4(&a.broadcast) == Some(ip)
+    });
+    Ok(hit.map(|a| a.interface_name))
+}
+
 /// The MTU of the interface that holds `addr` in this network namespace (`SIOCGIFMTU`), or
 /// `None` when none holds it.
 pub fn interface_mtu(addr: IpAddr) -> std::io::Result<Option<u32>> {
@@ -133,6 +155,23 @@ mod tests {
         .unwrap();
         // an IPv4 route's MTU is at most 65,535 (IP_MAX_MTU), lo's 65,536
         assert_eq!(route, v4.min(65_535));
+    }
+
+    #[test]
+    fn a_subnet_broadcast_address_is_the_one_the_kernel_will_not_send_to_unasked() {
+        // the kernel's own verdict: a UDP socket without SO_BROADCAST may not send to a
+        // broadcast address (EACCES), and may to a unicast one
+        let sends = |to: Ipv4Addr| {
+            let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            s.send_to(b"x", (to, 9)).map(|_| ()).map_err(|e| e.kind())
+        };
+        let lo_brd = Ipv4Addr::new(127, 255, 255, 255);
+        assert_eq!(sends(lo_brd), Err(std::io::ErrorKind::PermissionDenied));
+        assert_eq!(subnet_broadcast_of(lo_brd).unwrap().as_deref(), Some("lo"));
+        for one in [Ipv4Addr::LOCALHOST, Ipv4Addr::new(127, 0, 0, 9)] {
+            assert_eq!(sends(one), Ok(()));
+            assert_eq!(subnet_broadcast_of(one).unwrap(), None, "{one}");
+        }
     }
 
     #[test]

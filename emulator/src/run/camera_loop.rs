@@ -130,6 +130,12 @@ impl CameraLoop {
         if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
             bail!("--ip must be one local unicast address, not {ip}");
         }
+        if let Ok(Some(dev)) = rdmacam_io::link::subnet_broadcast_of(ip) {
+            bail!(
+                "--ip {ip} is the broadcast address of {dev}'s subnet, not one camera's: give \
+                 a unicast address"
+            );
+        }
         let control = control_socket(SocketAddrV4::new(ip, opts.gvcp_port))?;
         let discovery = discovery_sockets(ip, opts.gvcp_port)?;
         // an ACTION_CMD fires at its arrival, as a camera's hardware latches it: the cameras of

@@ -315,6 +315,28 @@ pub fn camera_addresses(ips: &[Ipv4Addr], cameras: Option<u32>) -> Result<Vec<Ip
     Ok(out)
 }
 
+/// A serial a host can show and open a camera by: 1 to 16 bytes (the bootstrap register's
+/// size) of printable ASCII. Hosts name a camera by vendor and serial (aravis's
+/// `rdmacam-SERIAL`), so an empty one gives every such camera the same name, and a control
+/// character or non-ASCII byte reaches a host's logs and file names as it is.
+pub fn check_serial(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("a serial is empty: hosts name a camera by it".into());
+    }
+    if let Some(c) = s.chars().find(|c| !(' '..='~').contains(c)) {
+        return Err(format!(
+            "{s:?} holds {c:?}: a serial is printable ASCII (space to '~')"
+        ));
+    }
+    if s.len() > 16 {
+        return Err(format!(
+            "{s:?} is {} bytes, longer than a GigE Vision serial (16 bytes)",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Serve one camera per address in `ips`, each on its own thread with `opts` and its own
 /// address, serial (the configured serial with `-1`, `-2`, ... appended when there are several), MAC
 /// and ports. The first camera that fails to start or fails stops them all, and its error is

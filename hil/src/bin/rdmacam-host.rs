@@ -145,11 +145,18 @@ enum Connect {
 }
 
 /// One machine's IPv4 address: not 0.0.0.0 (which Linux takes for this machine), a broadcast
-/// or a multicast address, which name no one camera or host.
+/// address (255.255.255.255 or a subnet's of this machine) or a multicast address, which name
+/// no one camera or host.
 fn unicast(s: &str) -> Result<Ipv4Addr, String> {
     let a: Ipv4Addr = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
     if a.is_unspecified() || a.is_broadcast() || a.is_multicast() {
         return Err(format!("{a} names no one machine: give a unicast address"));
+    }
+    if let Ok(Some(dev)) = rdmacam_io::link::subnet_broadcast_of(a) {
+        return Err(format!(
+            "{a} is the broadcast address of {dev}'s subnet: it names no one machine; give a \
+             unicast address"
+        ));
     }
     Ok(a)
 }
