@@ -1049,6 +1049,59 @@ fn a_camera_paced_to_a_slow_link_resends_nothing() {
     assert_eq!(s.host_roce.duplicate_request, 0, "{s:?}");
 }
 
+/// A link slower than the frame rate asks for: frames come as fast as the link carries them,
+/// every one whole, and the camera says how many frame periods went by without one (its log
+/// and the summary's `frames_behind`) instead of a host seeing a slower stream unexplained.
+#[test]
+fn a_frame_rate_the_link_cannot_carry_is_counted_not_dropped() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ports = (19598, 18026, 18027);
+    // 640x480 Mono8 is 2.46 Mbit: about 8 frames/s at 20 Mbit/s, against 50 asked for
+    let cam = common::udp_camera(ports)
+        .args(["--duration", "3", "--json", "--link-mbps", "20"])
+        .args([
+            "--first-frame-mbps",
+            "0",
+            "--width",
+            "640",
+            "--height",
+            "480",
+        ])
+        .args(["--fps", "50"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_discovery(
+        std::net::Ipv4Addr::LOCALHOST,
+        ports.0,
+        std::time::Duration::from_secs(10),
+    );
+    let r = rdmacam_hil::run::run_host(
+        &host_options(ports, 6, None),
+        &Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap();
+    assert_eq!((r.frames_received, r.frames_bad), (6, 0), "{r:?}");
+    assert_eq!(r.retransmitted_packets, 0, "{r:?}");
+    let out = cam.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{err}"));
+    let cam = &v["cameras"][0];
+    assert_eq!(cam["orsp_frames_dropped"].as_u64(), Some(0), "{cam}");
+    // six frames of about 0.12 s each: some 0.7 s, 35 periods at 50 frames/s; at least a
+    // frame period behind for each frame after the first, whatever the machine's pace
+    let behind = cam["frames_behind"].as_u64().unwrap();
+    assert!(behind >= 5, "{behind} frames behind: {cam}");
+    assert!(
+        err.contains("frames fall behind AcquisitionFrameRate"),
+        "{err}"
+    );
+}
+
 /// `--data-mover`: the camera's queue pair emits descriptors and never reads a payload byte; the
 /// software data mover builds each packet and its ICRC. The reference host checks every
 /// packet's ICRC and every frame's bytes.

@@ -73,6 +73,8 @@ pub(super) struct CameraLoop {
     stream_sock: UdpSocket,
     /// The Don't Fragment setting last put on the stream socket.
     stream_df: Option<bool>,
+    /// Whether the log has said that frames fell behind AcquisitionFrameRate.
+    told_behind: bool,
     roce: Option<RoceLink>,
     #[cfg(feature = "verbs")]
     verbs: Option<crate::verbs::VerbsLink>,
@@ -227,6 +229,7 @@ impl CameraLoop {
             message_sock,
             stream_sock,
             stream_df: None,
+            told_behind: false,
             roce,
             #[cfg(feature = "verbs")]
             verbs,
@@ -339,10 +342,30 @@ impl CameraLoop {
         busy |= self.pump_verbs();
         self.log_latency();
         busy |= self.send_gvsp();
+        self.tell_frames_behind();
         if busy {
             self.last_busy = StdInstant::now();
         } else {
             self.idle();
+        }
+    }
+
+    /// Once per run, when free-running frames first fall behind AcquisitionFrameRate: the
+    /// host gets fewer frames than it asked for, none of them lost, and should hear why.
+    fn tell_frames_behind(&mut self) {
+        if self.told_behind {
+            return;
+        }
+        let behind = self.cam.device().frames_behind();
+        if behind > 0 {
+            self.told_behind = true;
+            warn!(
+                "frames fall behind AcquisitionFrameRate: each waits for the stream to finish \
+                 the frame before (a link of {} Mbit/s; --link-mbps) or for a CPU. None is \
+                 dropped: they come as fast as the stream carries them; the summary counts \
+                 the frames behind",
+                self.cam.device().config().link_speed_mbps
+            );
         }
     }
 

@@ -42,6 +42,10 @@ pub struct CameraSummary {
     /// Datagrams that arrived while the camera was silent (a silence or reboot fault) and were
     /// lost with it, as on a pulled cable.
     pub silenced: u64,
+    /// Free-running frames behind AcquisitionFrameRate: frame periods that went by while the
+    /// stream still sent the frame before (a link too slow for the rate) or the camera waited
+    /// for a CPU. Frames come as fast as the stream takes them; none is dropped.
+    pub frames_behind: u64,
     /// Times the camera slept with nothing to do and woke again (a packet or a timer): an
     /// idle camera sleeps until one is due.
     pub idle_wakeups: u64,
@@ -75,8 +79,15 @@ impl CameraSummary {
                 format!(" ({} datagrams lost while silent)", self.silenced)
             } else {
                 String::new()
-            }
-        )
+            },
+        ) + &if self.frames_behind > 0 {
+            format!(
+                "; {} frames behind AcquisitionFrameRate (the stream could not carry the rate)",
+                self.frames_behind
+            )
+        } else {
+            String::new()
+        }
     }
 
     /// Add what a camera did before a reboot (counters of the one before).
@@ -88,6 +99,7 @@ impl CameraSummary {
         self.resend_unavailable += o.resend_unavailable;
         self.orsp_frames += o.orsp_frames;
         self.orsp_frames_dropped += o.orsp_frames_dropped;
+        self.frames_behind += o.frames_behind;
     }
 
     /// Add an RC connection's counters.
@@ -113,6 +125,7 @@ pub(super) fn device_summary(cam: &CameraCore) -> CameraSummary {
         resend_unavailable: s.resend_unavailable,
         orsp_frames: u64::from(o.frames_sent),
         orsp_frames_dropped: u64::from(o.frames_dropped),
+        frames_behind: u64::from(cam.device().frames_behind()),
         ..CameraSummary::default()
     }
 }

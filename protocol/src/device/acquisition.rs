@@ -7,7 +7,11 @@
 //! trigger that comes while a frame is still exposing, or while the transport cannot take a
 //! frame (GVSP still sending the last one, no free ORSP buffer or frame memory), is missed:
 //! counted (FrameTriggerMissedCount) and reported (FrameTriggerMissed event), never queued.
-//! A frame's timestamp is the start of its exposure.
+//! A frame's timestamp is the start of its exposure. A free-running frame is read out only
+//! when the transport can take it; when it cannot keep the frame rate (a link too slow for the
+//! frame, a CPU held elsewhere), the next read-out waits and the frame periods that went by
+//! are counted as frames behind: frames come as fast as the transport takes them, none is
+//! dropped unseen.
 
 use core::time::Duration;
 
@@ -69,6 +73,9 @@ pub struct Acquisition {
     next_readout: Option<Instant>,
     pending: Option<Exposure>,
     missed: u32,
+    behind: u32,
+    /// The frame clock's next slot when free running (`next_readout` without its waits).
+    slot: Option<Instant>,
 }
 
 impl Acquisition {
@@ -92,6 +99,12 @@ impl Acquisition {
         self.missed
     }
 
+    /// Free-running frame periods that went by without a read-out, so far: the frame rate
+    /// asked for less what the transport took.
+    pub fn behind(&self) -> u32 {
+        self.behind
+    }
+
     /// AcquisitionStart with the AcquisitionStart trigger on: wait for it.
     pub fn arm(&mut self) {
         self.armed = true;
@@ -104,6 +117,7 @@ impl Acquisition {
         self.frames = 0;
         self.pending = None;
         self.next_readout = free_run.then(|| now + t.exposure);
+        self.slot = self.next_readout;
     }
 
     /// AcquisitionStop: no new exposure; a frame already exposing is still read out.
@@ -180,6 +194,20 @@ impl Acquisition {
         if self.pending == Some(e) {
             self.pending = None;
         } else if let Some(r) = self.next_readout {
+            // the frame clock's slots go on every period; a read-out late by whole periods
+            // leaves that many slots without a frame
+            let p = (t.period.as_nanos() as u64).max(1);
+            let slot = self.slot.unwrap_or(r);
+            let passed = now.0.saturating_sub(slot.0) / p;
+            self.behind = self
+                .behind
+                .saturating_add(passed.min(u64::from(u32::MAX)) as u32);
+            self.slot = Some(Instant(
+                slot.0
+                    .saturating_add(passed.saturating_add(1).saturating_mul(p)),
+            ));
+            // the next frame is read out a period after this one's time, or at once when
+            // that has gone by: as fast as the transport takes frames
             let next = r + t.period;
             self.next_readout = Some(if next < now { now } else { next });
         }
@@ -222,6 +250,32 @@ mod tests {
         );
         assert!(!a.taken(e.readout, e, t(), None));
         assert_eq!(a.next_due(), Some(Instant::ZERO + 12 * MS));
+    }
+
+    #[test]
+    fn a_transport_slower_than_the_frame_rate_puts_frames_behind_and_drops_none() {
+        // 10 ms periods; each frame takes the transport 25 ms: read out when it is free
+        let mut a = Acquisition::default();
+        a.start(Instant::ZERO, t(), true);
+        let mut now = Instant::ZERO + 2 * MS;
+        for _ in 0..4 {
+            let e = a.due(now, t()).expect("due once the transport is free");
+            a.taken(now, e, t(), None);
+            now = now + 25 * MS;
+        }
+        assert_eq!(a.frames(), 4);
+        // the frame clock's slots from 2 ms to 77 ms: 2, 12, ... 72, eight; four read out
+        assert_eq!(a.behind(), 4);
+        // on time, nothing behind
+        let mut b = Acquisition::default();
+        b.start(Instant::ZERO, t(), true);
+        let mut now = Instant::ZERO + 2 * MS;
+        for _ in 0..4 {
+            let e = b.due(now, t()).unwrap();
+            b.taken(now, e, t(), None);
+            now = b.next_due().unwrap();
+        }
+        assert_eq!(b.behind(), 0);
     }
 
     #[test]

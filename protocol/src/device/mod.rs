@@ -385,6 +385,14 @@ impl Device {
         self.acq.missed()
     }
 
+    /// Free-running frames behind AcquisitionFrameRate so far: frame periods that went by
+    /// while the transport still sent the frame before (a link slower than the frame rate
+    /// asks), or the camera waited for a CPU. None of them is dropped: frames come as fast as
+    /// the transport takes them.
+    pub fn frames_behind(&self) -> u32 {
+        self.acq.behind()
+    }
+
     /// Message channel (event) counters.
     pub fn event_counters(&self) -> EventCounters {
         self.messages.counters()
