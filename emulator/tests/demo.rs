@@ -295,23 +295,23 @@ fn demo_rejects_a_bad_loss_probability() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--loss must be in 0..1"));
 }
 
-/// Start `rdmacam run --transport udp --pcap` (RoCEv2 on `roce_ip`), stream 20 frames into
-/// the reference host (in process), stop the camera with Ctrl-C, and check the capture with
-/// `rdmacam inspect`: every packet, sent or received, has a good ICRC, and received ones are
-/// marked as reconstructed.
 /// `rdmacam run --transport udp` on 127.0.0.1 with the RDMA CM listener on 7471, for 20 s, on
 /// `ports` (GVCP, camera RoCEv2, host RoCEv2), plus `extra` arguments; given 300 ms to bind.
 fn spawn_udp_camera(ports: (u16, u16, u16), extra: &[&str]) -> std::process::Child {
-    let cam = common::udp_camera(ports)
-        .args(["--cm-port", "7471"])
+    let mut cam = common::udp_camera(ports);
+    cam.args(["--cm-port", "7471"])
         .args(["--duration", "20"])
         .args(extra)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    answering(cam, ports.0)
+}
+
+/// Spawn the camera `cmd` and wait until it answers discovery on GVCP port `gvcp`.
+fn answering(mut cmd: Command, gvcp: u16) -> std::process::Child {
+    let cam = cmd.spawn().unwrap();
     common::wait_for_discovery(
         std::net::Ipv4Addr::LOCALHOST,
-        ports.0,
+        gvcp,
         std::time::Duration::from_secs(10),
     );
     cam
@@ -330,6 +330,10 @@ fn host_options(
     }
 }
 
+/// Start `rdmacam run --transport udp --pcap` (RoCEv2 on `roce_ip`), stream 20 frames into
+/// the reference host (in process), stop the camera with Ctrl-C, and check the capture with
+/// `rdmacam inspect`: every packet, sent or received, has a good ICRC, and received ones are
+/// marked as reconstructed.
 fn stream_and_capture(roce_ip: &str, ports: (u16, u16, u16), cm_port: Option<u16>) {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
@@ -1058,26 +1062,13 @@ fn a_frame_rate_the_link_cannot_carry_is_counted_not_dropped() {
     use std::sync::atomic::AtomicBool;
     let ports = (19598, 18026, 18027);
     // 640x480 Mono8 is 2.46 Mbit: about 8 frames/s at 20 Mbit/s, against 50 asked for
-    let cam = common::udp_camera(ports)
-        .args(["--duration", "3", "--json", "--link-mbps", "20"])
-        .args([
-            "--first-frame-mbps",
-            "0",
-            "--width",
-            "640",
-            "--height",
-            "480",
-        ])
-        .args(["--fps", "50"])
+    let slow = "--link-mbps 20 --first-frame-mbps 0 --width 640 --height 480 --fps 50";
+    let mut cmd = common::udp_camera(ports);
+    cmd.args(["--duration", "3", "--json"])
+        .args(slow.split(' '))
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for_discovery(
-        std::net::Ipv4Addr::LOCALHOST,
-        ports.0,
-        std::time::Duration::from_secs(10),
-    );
+        .stderr(std::process::Stdio::piped());
+    let cam = answering(cmd, ports.0);
     let r = rdmacam_hil::run::run_host(
         &host_options(ports, 6, None),
         &Arc::new(AtomicBool::new(false)),
