@@ -42,7 +42,9 @@ pub fn subnet_broadcast_of(ip: std::net::Ipv4Addr) -> std::io::Result<Option<Str
             return false;
         }
         let from_mask = std::net::Ipv4Addr::from(u32::from(addr) | !u32::from(mask));
-        ip == from_mask || v4(&a.broadcast) == Some(ip)
+        // an address added without `brd` reads back its own address as its broadcast one
+        let brd = v4(&a.broadcast).filter(|b| *b != addr);
+        ip == from_mask || brd == Some(ip)
     });
     Ok(hit.map(|a| a.interface_name))
 }
