@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use rdmacam_protocol::device::frame::FrameSource;
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::device::{Device, DeviceConfig, DeviceEvent, GENICAM_XML, regs};
+use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::gev::gvsp::{Format, Header, ImageLeader};
 use rdmacam_protocol::rc::Instant;
 
@@ -545,6 +546,48 @@ fn offsets_and_sizes_limit_each_other_as_the_xml_says() {
     // read-only camera registers refuse writes
     assert_eq!(write(&mut d, 1, HOST_A, regs::SENSOR_WIDTH, 16), 0x8004);
     assert_eq!(write(&mut d, 1, HOST_A, regs::PAYLOAD_SIZE, 16), 0x8004);
+}
+
+/// YUV422_8 pairs pixels (U Y V Y): Width and OffsetX go in steps of two under it, as the XML
+/// says (`<pInc>ImageStepX</pInc>`, an IntSwissKnife over the PixelFormat register); a format
+/// the current width or offset does not fit is refused, not applied with half a pair per line.
+#[test]
+fn a_four_two_two_image_goes_in_pixel_pairs() {
+    let mut d = device(); // 64x32 Mono8
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    let yuv = PixelFormat::Yuv422_8.pfnc();
+    let mono = PixelFormat::Mono8.pfnc();
+    // Mono8: any width from 16 up, any offset
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 65), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 3), 0);
+    // an odd width, then an odd offset, do not fit 4:2:2
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, yuv), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 64), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, yuv), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 2), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, yuv), 0);
+    assert_eq!(d.frame_spec().pixel_format, PixelFormat::Yuv422_8);
+    // under it, steps of two from Width's minimum (16) and OffsetX's (0)
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 63), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 5), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 18), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 6), 0);
+    // back to Mono8: odd again
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, mono), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 17), 0);
+    // the XML says the same
+    let xml = GENICAM_XML;
+    assert_eq!(xml.matches("<pInc>ImageStepX</pInc>").count(), 2);
+    let knife = &xml[xml.find("<IntSwissKnife Name=\"ImageStepX\"").unwrap()..];
+    let knife = &knife[..knife.find("</IntSwissKnife>").unwrap()];
+    assert!(
+        knife.contains(&format!("<Formula>(PF = {yuv}) ? 2 : 1</Formula>")),
+        "{knife}"
+    );
+    assert!(
+        knife.contains("<pVariable Name=\"PF\">PixelFormatReg</pVariable>"),
+        "{knife}"
+    );
 }
 
 #[test]

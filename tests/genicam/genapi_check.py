@@ -5,7 +5,8 @@ implementation behind vendor SDKs and harvesters) the way a host does, and exerc
 The XML is fetched over GVCP (First URL register, then READMEM), loaded into a NodeMap whose
 port reads and writes device memory with GVCP READMEM/WRITEMEM. Then: every readable node
 reads; Width, Height, every PixelFormat entry, AcquisitionFrameRate, ExposureTime and Gain are
-written and read back; OffsetX's range follows Width; the GigE Vision features a host needs by
+written and read back; Width's increment follows PixelFormat (2 under YUV422_8, and an odd
+width refuses that format); OffsetX's range follows Width; the GigE Vision features a host needs by
 SFNC type are there (GevSCPSDoNotFragment and GevSCPSFireTestPacket IBoolean); every feature is
 reachable from Root.
 
@@ -178,6 +179,33 @@ def main():
     for entry in nm.get_node("PixelFormat").symbolics:
         set_and_check("PixelFormat", entry)
     set_and_check("PixelFormat", "Mono8")
+
+    # Width goes in pixel pairs under YUV422_8 (its increment follows the format: pInc), as the
+    # camera's own writes enforce; in single pixels under Mono8
+    width = nm.get_node("Width")
+    set_and_check("PixelFormat", "YUV422_8")
+    if width.inc != 2:
+        problems.append("Width increment %d under YUV422_8, want 2" % width.inc)
+    try:
+        width.value = 641
+        problems.append("Width 641 taken under YUV422_8")
+    except Exception:  # noqa: BLE001  (GenApi's OutOfRangeException: off the increment)
+        pass
+    set_and_check("Width", 642)
+    set_and_check("PixelFormat", "Mono8")
+    if width.inc != 1:
+        problems.append("Width increment %d under Mono8, want 1" % width.inc)
+    set_and_check("Width", 641)
+    # an odd width does not fit YUV422_8: the camera refuses the format (the reference GenApi
+    # passes the write on; the camera's status comes back as an exception)
+    try:
+        nm.get_node("PixelFormat").value = "YUV422_8"
+        problems.append("PixelFormat YUV422_8 taken at Width 641")
+    except Exception:  # noqa: BLE001
+        pass
+    if nm.get_node("PixelFormat").value != "Mono8":
+        problems.append("PixelFormat %s after a refused write" % nm.get_node("PixelFormat").value)
+    set_and_check("Width", 640)
     set_and_check("AcquisitionFrameRate", 12.5, close)
     set_and_check("ExposureTime", 2000.0, close)
     set_and_check("Gain", 6.0, close)

@@ -221,6 +221,17 @@ impl RunOptions {
                 );
             }
         }
+        // Width's step follows the pixel format (ImageStepX): 4:2:2 pairs pixels
+        let step = d.pixel_format.x_step();
+        if d.width % step != 0 {
+            bail!(
+                "--width {} does not fit {}: its width goes in steps of {step} pixels (two \
+                 pixels share a U and a V), e.g. --width {}",
+                d.width,
+                d.pixel_format.name(),
+                d.width - d.width % step
+            );
+        }
         if let Some(hz) = self.trigger_hz
             && !(hz > 0.0 && hz <= 10_000.0)
         {

@@ -10,7 +10,7 @@ use super::features::acquisition::{command, source};
 use super::{
     Device, DeviceConfig, DeviceEvent, GENICAM_XML, Status, clipped, faults, features, regs,
 };
-use crate::gev::status;
+use crate::gev::{PixelFormat, status};
 use crate::orsp;
 use crate::rc::Instant;
 
@@ -276,6 +276,10 @@ impl Device {
         let f = features::by_name(name)?;
         match f.kind {
             features::Kind::Diff { a, b } => Some(self.feature_value(a)? - self.feature_value(b)?),
+            features::Kind::XStep { format } => {
+                let pf = PixelFormat::from_pfnc(self.feature_value(format)? as u32);
+                Some(f64::from(pf.map_or(1, PixelFormat::x_step)))
+            }
             features::Kind::Formula { .. } if name == "AcquisitionFrameRateLimit" => {
                 Some(frame_rate_limit(self.cam.f32(regs::EXPOSURE_TIME)))
             }
@@ -339,6 +343,17 @@ impl Device {
                 if self.trigger_armed(selector, source::SOFTWARE) {
                     self.fire_trigger(now, selector);
                 }
+            }
+            // a format of a coarser step than the image's width or offset: refused, not a
+            // line that ends in half a pixel pair, nor a Width changed behind the host's back
+            regs::PIXEL_FORMAT
+                if PixelFormat::from_pfnc(v).is_some_and(|p| {
+                    let step = p.x_step();
+                    self.cam.get(regs::WIDTH) % step != 0
+                        || self.cam.get(regs::OFFSET_X) % step != 0
+                }) =>
+            {
+                return Err(status::INVALID_PARAMETER);
             }
             // Off is the sensor's image: a camera without one has nothing to show
             regs::TEST_PATTERN if v == regs::TEST_PATTERN_OFF && !self.cfg.sensor => {

@@ -36,12 +36,12 @@ pub const FEATURES: &[Feature] = &[
         "Width",
         "ImageFormatControl",
         Beginner,
-        "Width of the image in pixels; at most WidthMax - OffsetX.",
-        int_range(
+        "Width of the image in pixels; at most WidthMax - OffsetX, in steps of ImageStepX.",
+        stepped(
             reg(regs::WIDTH, Rw).locked(),
             Limit::Fixed(16),
             Limit::Feature("WidthLimit"),
-            1,
+            Limit::Feature("ImageStepX"),
             "",
         ),
     ),
@@ -62,12 +62,12 @@ pub const FEATURES: &[Feature] = &[
         "OffsetX",
         "ImageFormatControl",
         Beginner,
-        "Horizontal offset of the image on the sensor; at most WidthMax - Width.",
-        int_range(
+        "Horizontal offset of the image on the sensor; at most WidthMax - Width, in steps of ImageStepX.",
+        stepped(
             reg(regs::OFFSET_X, Rw).locked(),
             Limit::Fixed(0),
             Limit::Feature("OffsetXLimit"),
-            1,
+            Limit::Feature("ImageStepX"),
             "",
         ),
     ),
@@ -83,6 +83,15 @@ pub const FEATURES: &[Feature] = &[
             1,
             "",
         ),
+    ),
+    custom(
+        "ImageStepX",
+        "ImageFormatControl",
+        Invisible,
+        "Pixels per step of Width and OffsetX at the current PixelFormat: 2 for YUV422_8, whose two neighbouring pixels share a U and a V, else 1.",
+        Kind::XStep {
+            format: "PixelFormat",
+        },
     ),
     custom(
         "WidthLimit",

@@ -241,7 +241,7 @@ pub enum Kind {
         /// Largest value.
         max: Limit,
         /// Increment.
-        inc: i64,
+        inc: Limit,
         /// Unit shown to users.
         unit: &'static str,
     },
@@ -292,6 +292,12 @@ pub enum Kind {
     Const {
         /// The value.
         value: i64,
+    },
+    /// IInteger: the horizontal step ([`PixelFormat::x_step`]) of the pixel format in feature
+    /// `format`'s register (an IntSwissKnife), read only: the increment of Width and OffsetX.
+    XStep {
+        /// The pixel format feature.
+        format: &'static str,
     },
     /// IInteger computed as `a - b` (IntSwissKnife), read only.
     Diff {
@@ -377,7 +383,9 @@ impl Feature {
             | Kind::Bool { reg }
             | Kind::Command { reg, .. }
             | Kind::Str { reg } => Some(reg),
-            Kind::Diff { .. } | Kind::Formula { .. } | Kind::Const { .. } => None,
+            Kind::Diff { .. } | Kind::Formula { .. } | Kind::Const { .. } | Kind::XStep { .. } => {
+                None
+            }
         }
     }
 
@@ -399,6 +407,7 @@ impl Feature {
                 let v = i64::from(v);
                 let lo = bound(min).unwrap_or(i64::MIN);
                 let hi = bound(max).unwrap_or(i64::MAX);
+                let inc = bound(inc).unwrap_or(1);
                 v >= lo && v <= hi && (inc <= 1 || (v - lo) % inc == 0)
             }
             Kind::Float { min, max, .. } => {
@@ -412,9 +421,11 @@ impl Feature {
             Kind::Enum { entries, .. } => entries.iter().any(|e| e.value == v),
             Kind::Bool { .. } => v <= 1,
             Kind::Command { value, .. } => v == value,
-            Kind::Str { .. } | Kind::Diff { .. } | Kind::Formula { .. } | Kind::Const { .. } => {
-                true
-            }
+            Kind::Str { .. }
+            | Kind::Diff { .. }
+            | Kind::Formula { .. }
+            | Kind::Const { .. }
+            | Kind::XStep { .. } => true,
         };
         if ok { Ok(()) } else { Err(Refusal::OutOfRange) }
     }
@@ -571,12 +582,17 @@ const fn int(reg: Reg) -> Kind {
         reg,
         min: Limit::Fixed(0),
         max: Limit::Fixed(u32::MAX as i64),
-        inc: 1,
+        inc: Limit::Fixed(1),
         unit: "",
     }
 }
 
 const fn int_range(reg: Reg, min: Limit, max: Limit, inc: i64, unit: &'static str) -> Kind {
+    stepped(reg, min, max, Limit::Fixed(inc), unit)
+}
+
+/// An integer whose increment may follow another feature (Width's, the pixel format's step).
+const fn stepped(reg: Reg, min: Limit, max: Limit, inc: Limit, unit: &'static str) -> Kind {
     Kind::Int {
         reg,
         min,
@@ -793,7 +809,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
             writeln!(out, "    <pValue>{name}Reg</pValue>")?;
             limit(out, "Min", min)?;
             limit(out, "Max", max)?;
-            writeln!(out, "    <Inc>{inc}</Inc>")?;
+            limit(out, "Inc", inc)?;
             if !unit.is_empty() {
                 writeln!(out, "    <Unit>{unit}</Unit>")?;
             }
@@ -885,6 +901,32 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
         Kind::Const { value } => {
             open(out, "Integer", f)?;
             writeln!(out, "    <Value>{value}</Value>\n  </Integer>")
+        }
+        Kind::XStep { format } => {
+            // "(PF = a) || (PF = b) ? 2 : 1": the formats whose step is 2, in decimal
+            open(out, "IntSwissKnife", f)?;
+            writeln!(
+                out,
+                "    <pVariable Name=\"PF\">{}</pVariable>",
+                RegNode(format)
+            )?;
+            write!(out, "    <Formula>")?;
+            let mut first = true;
+            for p in PixelFormat::ALL.iter().filter(|p| p.x_step() == 2) {
+                write!(
+                    out,
+                    "{}(PF = {})",
+                    if first { "" } else { " || " },
+                    p.pfnc()
+                )?;
+                first = false;
+            }
+            if first {
+                write!(out, "1")?;
+            } else {
+                write!(out, " ? 2 : 1")?;
+            }
+            writeln!(out, "</Formula>\n  </IntSwissKnife>")
         }
         Kind::Diff { a, b } => {
             // The variables name the registers, not the features: a limit of Width that read
@@ -1009,14 +1051,17 @@ mod tests {
                 assert!(g.reg().is_some(), "{}: {n} has no register", f.name);
             }
             let refs: &[Option<&str>] = match f.kind {
-                Kind::Int { min, max, .. } => &[named(min), named(max)],
+                Kind::Int { min, max, inc, .. } => &[named(min), named(max), named(inc)],
                 Kind::Diff { a, b } => &[Some(a), Some(b)],
                 _ => &[],
             };
             for n in refs.iter().flatten() {
                 let g = by_name(n).unwrap_or_else(|| panic!("{}: no feature {n}", f.name));
                 assert!(
-                    matches!(g.kind, Kind::Int { .. } | Kind::Diff { .. }),
+                    matches!(
+                        g.kind,
+                        Kind::Int { .. } | Kind::Diff { .. } | Kind::XStep { .. }
+                    ),
                     "{}: {n} is not an integer",
                     f.name
                 );
