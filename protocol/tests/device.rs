@@ -548,7 +548,7 @@ fn offsets_and_sizes_limit_each_other_as_the_xml_says() {
     assert_eq!(write(&mut d, 1, HOST_A, regs::PAYLOAD_SIZE, 16), 0x8004);
 }
 
-/// YUV422_8 pairs pixels (U Y V Y): Width and OffsetX go in steps of two under it, as the XML
+/// YUV422_8 pairs pixels (Y U Y V): Width and OffsetX go in steps of two under it, as the XML
 /// says (`<pInc>ImageStepX</pInc>`, an IntSwissKnife over the PixelFormat register); a format
 /// the current width or offset does not fit is refused, not applied with half a pair per line.
 #[test]

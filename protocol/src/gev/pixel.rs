@@ -101,7 +101,7 @@ impl PixelFormat {
     }
 
     /// Pixels per horizontal step of an image's width and offset: 2 for 4:2:2, where two
-    /// neighbouring pixels share one U and one V sample (PFNC's YUV422_8 is U Y V Y per pair),
+    /// neighbouring pixels share one U and one V sample (PFNC's YUV422_8 is Y U Y V per pair),
     /// so a line of an odd width would end in half a pair; 1 for the rest.
     pub const fn x_step(self) -> u32 {
         match self {
