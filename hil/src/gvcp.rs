@@ -79,12 +79,23 @@ impl GvcpClient {
         build(&self.req, command, payload, out)
     }
 
-    /// Send a command and wait for its acknowledge (5 tries); returns the ack payload.
+    /// Send a command and wait for its acknowledge (5 tries, 200 ms each); returns the ack
+    /// payload.
     pub fn command(&mut self, command: u16, payload: &[u8]) -> Result<Vec<u8>, GvcpError> {
+        self.command_tries(command, payload, 5)
+    }
+
+    /// [`command`](Self::command) with `tries` tries of 200 ms.
+    fn command_tries(
+        &mut self,
+        command: u16,
+        payload: &[u8],
+        tries: u32,
+    ) -> Result<Vec<u8>, GvcpError> {
         let mut c = [0u8; 1024];
         let (id, len) = self.build(command, payload, &mut c);
         let mut buf = [0u8; 1024];
-        for _ in 0..5 {
+        for _ in 0..tries {
             self.sock
                 .send_to(&c[..len], self.camera)
                 .map_err(GvcpError::Io)?;
@@ -105,9 +116,14 @@ impl GvcpClient {
         Err(GvcpError::Timeout)
     }
 
-    /// DISCOVERY, answered by the camera at this client's address.
+    /// DISCOVERY, answered by the camera at this client's address: 15 tries, 3 s. The first
+    /// packet to a camera waits for ARP, which asks again only after a second when a request
+    /// or reply is lost; 5 tries (1 s) then ran out just before the camera's answers came (on
+    /// a link losing 1 %, one lost ARP packet failed a run). Later commands find the address
+    /// resolved.
     pub fn discover(&mut self) -> Result<(), GvcpError> {
-        self.command(gvcp::cmd::DISCOVERY, &[]).map(|_| ())
+        self.command_tries(gvcp::cmd::DISCOVERY, &[], 15)
+            .map(|_| ())
     }
 
     /// READREG.
