@@ -54,10 +54,23 @@ pub struct CameraSummary {
 impl CameraSummary {
     /// One human line.
     pub fn line(&self) -> String {
+        let silenced = if self.silenced > 0 {
+            format!(" ({} datagrams lost while silent)", self.silenced)
+        } else {
+            String::new()
+        };
+        let behind = if self.frames_behind > 0 {
+            format!(
+                "; {} frames behind AcquisitionFrameRate (the stream could not carry the rate)",
+                self.frames_behind
+            )
+        } else {
+            String::new()
+        };
         format!(
             "camera {} ({}): GVSP {} frames, {} packets, {} resent, {} of {} resend requests unavailable; \
              ORSP {} frames, {} dropped, {} connections; RoCE {} packets, {} retransmitted, {} sequence NAKs, \
-             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}{}",
+             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}{silenced}{behind}",
             self.ip,
             self.serial,
             self.gvsp_frames,
@@ -75,19 +88,7 @@ impl CameraSummary {
             self.cnps,
             self.timeouts,
             self.faults.line(),
-            if self.silenced > 0 {
-                format!(" ({} datagrams lost while silent)", self.silenced)
-            } else {
-                String::new()
-            },
-        ) + &if self.frames_behind > 0 {
-            format!(
-                "; {} frames behind AcquisitionFrameRate (the stream could not carry the rate)",
-                self.frames_behind
-            )
-        } else {
-            String::new()
-        }
+        )
     }
 
     /// Add what a camera did before a reboot (counters of the one before).
@@ -127,5 +128,29 @@ pub(super) fn device_summary(cam: &CameraCore) -> CameraSummary {
         orsp_frames_dropped: u64::from(o.frames_dropped),
         frames_behind: u64::from(cam.device().frames_behind()),
         ..CameraSummary::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_names_lost_datagrams_and_frames_behind_only_when_there_are_some() {
+        let quiet = CameraSummary::default().line();
+        assert!(quiet.ends_with("faults: none"), "{quiet}");
+        let s = CameraSummary {
+            silenced: 2,
+            frames_behind: 3,
+            ..CameraSummary::default()
+        };
+        assert!(
+            s.line().ends_with(
+                "faults: none (2 datagrams lost while silent); 3 frames behind \
+                 AcquisitionFrameRate (the stream could not carry the rate)"
+            ),
+            "{}",
+            s.line()
+        );
     }
 }
