@@ -4,7 +4,7 @@
 //! ([`Pmtu::for_netdev_mtu`](rdmacam_protocol::wire::pmtu::Pmtu::for_netdev_mtu)), as the
 //! Linux IB core does for an RDMA NIC's port.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
 use rdmacam_protocol::wire::pmtu::Pmtu;
@@ -25,28 +25,30 @@ pub fn interface_of(addr: IpAddr) -> std::io::Result<Option<nix::ifaddrs::Interf
     }))
 }
 
-/// The interface (its name) whose IPv4 subnet has `ip` as its broadcast address: the
-/// interface's own broadcast address, or the subnet's all-ones host part where it has none
-/// (loopback: 127.255.255.255). Linux lets a socket bind to such an address and send from
-/// it, but it names every machine on that subnet, not one. Subnets of /31 and /32 have no
-/// broadcast address.
-pub fn subnet_broadcast_of(ip: std::net::Ipv4Addr) -> std::io::Result<Option<String>> {
-    let hit = nix::ifaddrs::getifaddrs()?.find(|a| {
-        let v4 = |s: &Option<nix::sys::socket::SockaddrStorage>| {
-            s.as_ref().and_then(|s| s.as_sockaddr_in()).map(|v| v.ip())
-        };
-        let (Some(addr), Some(mask)) = (v4(&a.address), v4(&a.netmask)) else {
-            return false;
-        };
-        if u32::from(mask).leading_ones() > 30 {
-            return false;
-        }
-        let from_mask = std::net::Ipv4Addr::from(u32::from(addr) | !u32::from(mask));
-        // an address added without `brd` reads back its own address as its broadcast one
-        let brd = v4(&a.broadcast).filter(|b| *b != addr);
-        ip == from_mask || brd == Some(ip)
-    });
-    Ok(hit.map(|a| a.interface_name))
+/// The broadcast address of an IPv4 address entry (`getifaddrs`): its own (`brd`) where it
+/// has one, else its subnet's all-ones host part (loopback, or an address added without
+/// `brd`, which reads back its own address there). None for /31 and /32 subnets, which have
+/// no broadcast address, and for other families.
+pub fn broadcast_of(a: &nix::ifaddrs::InterfaceAddress) -> Option<Ipv4Addr> {
+    let v4 = |s: &Option<nix::sys::socket::SockaddrStorage>| {
+        s.as_ref().and_then(|s| s.as_sockaddr_in()).map(|v| v.ip())
+    };
+    let addr = v4(&a.address)?;
+    v4(&a.broadcast)
+        .filter(|b| *b != addr && !b.is_unspecified() && !b.is_broadcast())
+        .or_else(|| {
+            let mask = u32::from(v4(&a.netmask)?);
+            (mask.leading_ones() <= 30).then(|| Ipv4Addr::from(u32::from(addr) | !mask))
+        })
+}
+
+/// The interface (its name) with an address whose subnet has `ip` as its broadcast address
+/// ([`broadcast_of`]; loopback's is 127.255.255.255). Linux lets a socket bind to such an
+/// address and send from it, but it names every machine on that subnet, not one.
+pub fn subnet_broadcast_of(ip: Ipv4Addr) -> std::io::Result<Option<String>> {
+    Ok(nix::ifaddrs::getifaddrs()?
+        .find(|a| broadcast_of(a) == Some(ip))
+        .map(|a| a.interface_name))
 }
 
 /// The MTU of the interface that holds `addr` in this network namespace (`SIOCGIFMTU`), or
@@ -117,7 +119,7 @@ pub fn pmtu_for(mtu: u32, what: &str) -> std::io::Result<Pmtu> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::net::Ipv6Addr;
 
     fn lo_mtu_from_sysfs() -> Option<u32> {
         std::fs::read_to_string("/sys/class/net/lo/mtu")

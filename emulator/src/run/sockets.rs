@@ -41,23 +41,10 @@ pub(super) fn broadcast_socket(addr: SocketAddrV4) -> std::io::Result<UdpSocket>
     Ok(u)
 }
 
-/// The broadcast address of the subnet `ip` is on, if its interface has one (loopback has none).
+/// The broadcast address of the subnet `ip` is on (`rdmacam_io::link::broadcast_of` its
+/// address entry): hosts send DISCOVERY there as well as to 255.255.255.255.
 pub(super) fn subnet_broadcast(ip: Ipv4Addr) -> Option<Ipv4Addr> {
-    let a = rdmacam_io::link::interface_of(ip.into()).ok()??;
-    // the interface's broadcast address; without one (`ip addr add` without `brd +`), the
-    // subnet's, from the mask: hosts still send there
-    let from_mask = a
-        .netmask
-        .as_ref()
-        .and_then(|m| m.as_sockaddr_in())
-        .map(|m| Ipv4Addr::from(u32::from(ip) | !u32::from(m.ip())));
-    let usable = |b: &Ipv4Addr| *b != ip && !b.is_unspecified() && !b.is_broadcast();
-    a.broadcast
-        .as_ref()
-        .and_then(|b| b.as_sockaddr_in())
-        .map(|b| b.ip())
-        .filter(usable)
-        .or(from_mask.filter(usable))
+    rdmacam_io::link::broadcast_of(&rdmacam_io::link::interface_of(ip.into()).ok()??)
 }
 
 /// The sockets that hear broadcast DISCOVERY for a camera at `ip`.
