@@ -12,7 +12,7 @@ mod orsp_regs;
 #[path = "src/gev/pixel.rs"]
 mod pixel;
 
-use pixel::PixelFormat;
+use pixel::{Axis, PixelFormat};
 
 #[path = "src/device/features/mod.rs"]
 mod features;

@@ -549,8 +549,9 @@ fn offsets_and_sizes_limit_each_other_as_the_xml_says() {
 }
 
 /// YUV422_8 pairs pixels (Y U Y V): Width and OffsetX go in steps of two under it, as the XML
-/// says (`<pInc>ImageStepX</pInc>`, an IntSwissKnife over the PixelFormat register); a format
-/// the current width or offset does not fit is refused, not applied with half a pair per line.
+/// says (`<pInc>WidthStep</pInc>`, `<pInc>OffsetXStep</pInc>`, IntSwissKnifes over the
+/// PixelFormat register); a format the current width or offset does not fit is refused, not
+/// applied with half a pair per line.
 #[test]
 fn a_four_two_two_image_goes_in_pixel_pairs() {
     let mut d = device(); // 64x32 Mono8
@@ -577,17 +578,53 @@ fn a_four_two_two_image_goes_in_pixel_pairs() {
     assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 17), 0);
     // the XML says the same
     let xml = GENICAM_XML;
-    assert_eq!(xml.matches("<pInc>ImageStepX</pInc>").count(), 2);
-    let knife = &xml[xml.find("<IntSwissKnife Name=\"ImageStepX\"").unwrap()..];
-    let knife = &knife[..knife.find("</IntSwissKnife>").unwrap()];
+    let knife = |name: &str| {
+        let k = &xml[xml
+            .find(&format!("<IntSwissKnife Name=\"{name}\""))
+            .unwrap()..];
+        let k = &k[..k.find("</IntSwissKnife>").unwrap()];
+        assert!(
+            k.contains("<pVariable Name=\"PF\">PixelFormatReg</pVariable>"),
+            "{k}"
+        );
+        k.to_owned()
+    };
+    for (feature, step) in [("Width", "WidthStep"), ("OffsetX", "OffsetXStep")] {
+        let node = &xml[xml.find(&format!("<Integer Name=\"{feature}\"")).unwrap()..];
+        let node = &node[..node.find("</Integer>").unwrap()];
+        assert!(node.contains(&format!("<pInc>{step}</pInc>")), "{node}");
+    }
+    let w = knife("WidthStep");
     assert!(
-        knife.contains(&format!("<Formula>(PF = {yuv}) ? 2 : 1</Formula>")),
-        "{knife}"
+        w.contains(&format!("<Formula>(PF = {yuv}) ? 2 : 1</Formula>")),
+        "{w}"
     );
-    assert!(
-        knife.contains("<pVariable Name=\"PF\">PixelFormatReg</pVariable>"),
-        "{knife}"
-    );
+}
+
+/// A Bayer sensor's colour filter repeats every two pixels and lines, and the sensor position
+/// decides a pixel's filter: OffsetX and OffsetY go in steps of two under a Bayer format, so
+/// the image starts on the colour its format names (an odd offset under BayerRG8 started on
+/// green). Width and Height stay free.
+#[test]
+fn a_bayer_image_starts_on_the_colour_its_format_names() {
+    let mut d = device(); // 64x32 Mono8
+    write(&mut d, 0, HOST_A, regs::CCP, 2);
+    let rg = PixelFormat::BayerRG8.pfnc();
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_Y, 1), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, rg), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_Y, 2), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 3), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, rg), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 4), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, rg), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_X, 5), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_Y, 3), 0x8002);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 63), 0);
+    assert_eq!(write(&mut d, 1, HOST_A, regs::HEIGHT, 31), 0);
+    let xml = GENICAM_XML;
+    let node = &xml[xml.find("<Integer Name=\"OffsetY\"").unwrap()..];
+    let node = &node[..node.find("</Integer>").unwrap()];
+    assert!(node.contains("<pInc>OffsetYStep</pInc>"), "{node}");
 }
 
 #[test]

@@ -175,6 +175,23 @@ def main():
 
     close = lambda x, y: abs(x - y) <= 1e-3 * max(1.0, abs(y))  # noqa: E731
     set_and_check("Width", 640)
+
+    # a Bayer image starts on the colour its format names: OffsetX and OffsetY step by 2
+    set_and_check("PixelFormat", "BayerRG8")
+    for name in ("OffsetX", "OffsetY"):
+        node = nm.get_node(name)
+        if node.inc != 2:
+            problems.append("%s increment %d under BayerRG8, want 2" % (name, node.inc))
+        try:
+            node.value = 3
+            problems.append("%s 3 taken under BayerRG8" % name)
+        except Exception:  # noqa: BLE001
+            pass
+        set_and_check(name, 2)
+        set_and_check(name, 0)
+    set_and_check("PixelFormat", "Mono8")
+    if nm.get_node("OffsetY").inc != 1:
+        problems.append("OffsetY increment %d under Mono8, want 1" % nm.get_node("OffsetY").inc)
     set_and_check("Height", 480)
     for entry in nm.get_node("PixelFormat").symbolics:
         set_and_check("PixelFormat", entry)

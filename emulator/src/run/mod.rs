@@ -221,8 +221,8 @@ impl RunOptions {
                 );
             }
         }
-        // Width's step follows the pixel format (ImageStepX): 4:2:2 pairs pixels
-        let step = d.pixel_format.x_step();
+        // Width's step follows the pixel format (WidthStep): 4:2:2 pairs pixels
+        let step = d.pixel_format.step(rdmacam_protocol::gev::Axis::Width);
         if d.width % step != 0 {
             bail!(
                 "--width {} does not fit {}: its width goes in steps of {step} pixels (two \

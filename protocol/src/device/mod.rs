@@ -38,8 +38,8 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 use heapless::{Deque, String};
 
 use crate::cm::{self, CmListener};
-use crate::gev::PixelFormat;
 use crate::gev::gvcp;
+use crate::gev::{Axis, PixelFormat};
 use crate::orsp::regs as orsp_regs;
 use crate::orsp::{ConnectParams, OrspChannel, TransportCounters};
 use crate::rc::Instant;

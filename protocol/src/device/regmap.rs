@@ -10,7 +10,7 @@ use super::features::acquisition::{command, source};
 use super::{
     Device, DeviceConfig, DeviceEvent, GENICAM_XML, Status, clipped, faults, features, regs,
 };
-use crate::gev::{PixelFormat, status};
+use crate::gev::{Axis, PixelFormat, status};
 use crate::orsp;
 use crate::rc::Instant;
 
@@ -276,9 +276,9 @@ impl Device {
         let f = features::by_name(name)?;
         match f.kind {
             features::Kind::Diff { a, b } => Some(self.feature_value(a)? - self.feature_value(b)?),
-            features::Kind::XStep { format } => {
+            features::Kind::Step { format, axis } => {
                 let pf = PixelFormat::from_pfnc(self.feature_value(format)? as u32);
-                Some(f64::from(pf.map_or(1, PixelFormat::x_step)))
+                Some(f64::from(pf.map_or(1, |p| p.step(axis))))
             }
             features::Kind::Formula { .. } if name == "AcquisitionFrameRateLimit" => {
                 Some(frame_rate_limit(self.cam.f32(regs::EXPOSURE_TIME)))
@@ -344,13 +344,18 @@ impl Device {
                     self.fire_trigger(now, selector);
                 }
             }
-            // a format of a coarser step than the image's width or offset: refused, not a
-            // line that ends in half a pixel pair, nor a Width changed behind the host's back
+            // a format of a coarser step than the image's width or offsets: refused, not a
+            // line that ends in half a pixel pair or starts on another colour, nor a setting
+            // changed behind the host's back
             regs::PIXEL_FORMAT
                 if PixelFormat::from_pfnc(v).is_some_and(|p| {
-                    let step = p.x_step();
-                    self.cam.get(regs::WIDTH) % step != 0
-                        || self.cam.get(regs::OFFSET_X) % step != 0
+                    [
+                        (regs::WIDTH, Axis::Width),
+                        (regs::OFFSET_X, Axis::OffsetX),
+                        (regs::OFFSET_Y, Axis::OffsetY),
+                    ]
+                    .iter()
+                    .any(|&(r, axis)| self.cam.get(r) % p.step(axis) != 0)
                 }) =>
             {
                 return Err(status::INVALID_PARAMETER);

@@ -6,7 +6,7 @@ pub mod gvcp;
 pub mod gvsp;
 pub mod pixel;
 
-pub use pixel::PixelFormat;
+pub use pixel::{Axis, PixelFormat};
 
 /// GigE Vision status codes (GVCP acknowledge status and GVSP packet status).
 pub mod status {

@@ -31,6 +31,17 @@ pub enum PixelFormat {
     Yuv422_8,
 }
 
+/// An image setting whose step a pixel format decides ([`PixelFormat::step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axis {
+    /// Width.
+    Width,
+    /// OffsetX.
+    OffsetX,
+    /// OffsetY.
+    OffsetY,
+}
+
 impl PixelFormat {
     /// Every supported format.
     pub const ALL: [PixelFormat; 12] = [
@@ -100,14 +111,29 @@ impl PixelFormat {
         }
     }
 
-    /// Pixels per horizontal step of an image's width and offset: 2 for 4:2:2, where two
-    /// neighbouring pixels share one U and one V sample (PFNC's YUV422_8 is Y U Y V per pair),
-    /// so a line of an odd width would end in half a pair; 1 for the rest.
-    pub const fn x_step(self) -> u32 {
-        match self {
-            PixelFormat::Yuv422_8 => 2,
-            _ => 1,
-        }
+    /// The step of an image setting under this format, in pixels or lines:
+    /// - Width: 2 for 4:2:2, where two neighbouring pixels share one U and one V sample
+    ///   (PFNC's YUV422_8 is Y U Y V per pair), so an odd width would end a line in half a pair;
+    /// - OffsetX: 2 for 4:2:2 (a line starts on a pair) and for Bayer, whose colour filter
+    ///   repeats every two pixels: the sensor position decides a pixel's filter, so an odd
+    ///   offset would start the image on another colour than the format names;
+    /// - OffsetY: 2 for Bayer, for its rows;
+    /// - 1 for the rest.
+    pub const fn step(self, axis: Axis) -> u32 {
+        let bayer = matches!(
+            self,
+            PixelFormat::BayerGR8
+                | PixelFormat::BayerRG8
+                | PixelFormat::BayerGB8
+                | PixelFormat::BayerBG8
+        );
+        let pairs = matches!(self, PixelFormat::Yuv422_8);
+        let two = match axis {
+            Axis::Width => pairs,
+            Axis::OffsetX => pairs || bayer,
+            Axis::OffsetY => bayer,
+        };
+        if two { 2 } else { 1 }
     }
 
     /// Whether pixels share bytes (packed).

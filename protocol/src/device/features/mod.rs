@@ -26,9 +26,9 @@ pub mod transport;
 
 use core::fmt::{self, Write};
 
-use super::PixelFormat;
 use super::orsp_regs;
 use super::regs;
+use super::{Axis, PixelFormat};
 
 /// Who may read or write a register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,11 +293,14 @@ pub enum Kind {
         /// The value.
         value: i64,
     },
-    /// IInteger: the horizontal step ([`PixelFormat::x_step`]) of the pixel format in feature
-    /// `format`'s register (an IntSwissKnife), read only: the increment of Width and OffsetX.
-    XStep {
+    /// IInteger: the step of `axis` ([`PixelFormat::step`]) under the pixel format in feature
+    /// `format`'s register (an IntSwissKnife), read only: the increment of Width, OffsetX or
+    /// OffsetY.
+    Step {
         /// The pixel format feature.
         format: &'static str,
+        /// The setting it steps.
+        axis: Axis,
     },
     /// IInteger computed as `a - b` (IntSwissKnife), read only.
     Diff {
@@ -383,7 +386,7 @@ impl Feature {
             | Kind::Bool { reg }
             | Kind::Command { reg, .. }
             | Kind::Str { reg } => Some(reg),
-            Kind::Diff { .. } | Kind::Formula { .. } | Kind::Const { .. } | Kind::XStep { .. } => {
+            Kind::Diff { .. } | Kind::Formula { .. } | Kind::Const { .. } | Kind::Step { .. } => {
                 None
             }
         }
@@ -425,7 +428,7 @@ impl Feature {
             | Kind::Diff { .. }
             | Kind::Formula { .. }
             | Kind::Const { .. }
-            | Kind::XStep { .. } => true,
+            | Kind::Step { .. } => true,
         };
         if ok { Ok(()) } else { Err(Refusal::OutOfRange) }
     }
@@ -902,7 +905,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
             open(out, "Integer", f)?;
             writeln!(out, "    <Value>{value}</Value>\n  </Integer>")
         }
-        Kind::XStep { format } => {
+        Kind::Step { format, axis } => {
             // "(PF = a) || (PF = b) ? 2 : 1": the formats whose step is 2, in decimal
             open(out, "IntSwissKnife", f)?;
             writeln!(
@@ -912,7 +915,7 @@ fn feature_nodes(out: &mut dyn Write, f: &Feature) -> fmt::Result {
             )?;
             write!(out, "    <Formula>")?;
             let mut first = true;
-            for p in PixelFormat::ALL.iter().filter(|p| p.x_step() == 2) {
+            for p in PixelFormat::ALL.iter().filter(|p| p.step(axis) == 2) {
                 write!(
                     out,
                     "{}(PF = {})",
@@ -1060,7 +1063,7 @@ mod tests {
                 assert!(
                     matches!(
                         g.kind,
-                        Kind::Int { .. } | Kind::Diff { .. } | Kind::XStep { .. }
+                        Kind::Int { .. } | Kind::Diff { .. } | Kind::Step { .. }
                     ),
                     "{}: {n} is not an integer",
                     f.name
