@@ -577,28 +577,32 @@ fn a_four_two_two_image_goes_in_pixel_pairs() {
     assert_eq!(write(&mut d, 1, HOST_A, regs::PIXEL_FORMAT, mono), 0);
     assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 17), 0);
     // the XML says the same
-    let xml = GENICAM_XML;
-    let knife = |name: &str| {
-        let k = &xml[xml
-            .find(&format!("<IntSwissKnife Name=\"{name}\""))
-            .unwrap()..];
-        let k = &k[..k.find("</IntSwissKnife>").unwrap()];
-        assert!(
-            k.contains("<pVariable Name=\"PF\">PixelFormatReg</pVariable>"),
-            "{k}"
-        );
-        k.to_owned()
-    };
     for (feature, step) in [("Width", "WidthStep"), ("OffsetX", "OffsetXStep")] {
-        let node = &xml[xml.find(&format!("<Integer Name=\"{feature}\"")).unwrap()..];
-        let node = &node[..node.find("</Integer>").unwrap()];
-        assert!(node.contains(&format!("<pInc>{step}</pInc>")), "{node}");
+        assert_eq!(xml_child(feature, "pInc").as_deref(), Some(step));
     }
-    let w = knife("WidthStep");
-    assert!(
-        w.contains(&format!("<Formula>(PF = {yuv}) ? 2 : 1</Formula>")),
-        "{w}"
+    assert_eq!(
+        xml_child("WidthStep", "pVariable").as_deref(),
+        Some("PF=PixelFormatReg")
     );
+    assert_eq!(
+        xml_child("WidthStep", "Formula"),
+        Some(format!("(PF = {yuv}) ? 2 : 1"))
+    );
+}
+
+/// The text of the first `tag` child of the GenICam node named `name`; for a `pVariable`,
+/// prefixed with its variable name (`PF=PixelFormatReg`).
+fn xml_child(name: &str, tag: &str) -> Option<String> {
+    let doc = roxmltree::Document::parse(GENICAM_XML).unwrap();
+    let node = doc
+        .descendants()
+        .find(|n| n.attribute("Name") == Some(name))?;
+    let c = node.children().find(|c| c.has_tag_name(tag))?;
+    let text = c.text()?.trim();
+    Some(match c.attribute("Name") {
+        Some(var) => format!("{var}={text}"),
+        None => text.to_owned(),
+    })
 }
 
 /// A Bayer sensor's colour filter repeats every two pixels and lines, and the sensor position
@@ -621,10 +625,7 @@ fn a_bayer_image_starts_on_the_colour_its_format_names() {
     assert_eq!(write(&mut d, 1, HOST_A, regs::OFFSET_Y, 3), 0x8002);
     assert_eq!(write(&mut d, 1, HOST_A, regs::WIDTH, 63), 0);
     assert_eq!(write(&mut d, 1, HOST_A, regs::HEIGHT, 31), 0);
-    let xml = GENICAM_XML;
-    let node = &xml[xml.find("<Integer Name=\"OffsetY\"").unwrap()..];
-    let node = &node[..node.find("</Integer>").unwrap()];
-    assert!(node.contains("<pInc>OffsetYStep</pInc>"), "{node}");
+    assert_eq!(xml_child("OffsetY", "pInc").as_deref(), Some("OffsetYStep"));
 }
 
 #[test]
