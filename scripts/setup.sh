@@ -6,6 +6,8 @@
 #  - aravis tools + GObject bindings: a GigE Vision host no one here wrote, for the camera tests
 #  - iproute2, nftables: network namespaces and random loss for the lossy-link tests
 #  - rustup targets: the protocol crate is built for bare-metal ARM (no_std) in CI
+#  - verilator, yosys: the data mover in Verilog is linted, simulated against the crate and
+#    synthesized for the Zynq-7000's fabric (scripts/fpga-check.sh)
 #  - EMVA's reference GenApi (PyPI `genicam`) in a venv at .venv/genicam, and xmllint: the
 #    camera's XML must load in the implementation vendor SDKs use and validate against the
 #    GenApi 1.1 schema (which the tests take out of Debian's arv-test-0.8 with gresource)
@@ -29,7 +31,7 @@ for a in "$@"; do
 done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="tshark tcpdump valgrind aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables python3-venv libxml2-utils libglib2.0-bin"
+PKGS="tshark tcpdump valgrind verilator yosys aravis-tools aravis-tools-cli gir1.2-aravis-0.8 python3-gi iproute2 nftables python3-venv libxml2-utils libglib2.0-bin"
 [ "$VERBS" = 1 ] && PKGS="$PKGS cmake libclang-dev libibverbs1 ibverbs-providers"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

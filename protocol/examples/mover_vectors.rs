@@ -20,6 +20,8 @@
 //!   the frame as one WRITE, TRAILER SEND with immediate) at path MTU 1024 and 4096.
 //! - `refusals`: good descriptors between ones a mover must refuse (a wrong version, impossible
 //!   lengths, an unknown region, a payload beyond its region, reserved bits set).
+//! - `read-error`: a region larger than the memory behind it: the frames whose payload the
+//!   memory answers with SLVERR go out with their ICRC inverted.
 
 use std::fs;
 use std::io::Write;
@@ -110,10 +112,21 @@ impl Case {
         self.descriptors.extend_from_slice(&bytes);
     }
 
+    /// The last frame pushed goes out with its ICRC inverted (its payload read failed).
+    fn corrupt_last(&mut self) {
+        let f = self.frames.last_mut().unwrap();
+        let n = f.len();
+        f[n - 4..].iter_mut().for_each(|b| *b = !*b);
+    }
+
     fn write(&self, dir: &FsPath, memory: &Memory, extra_args: &str) {
+        self.write_image(dir, &memory.image(), &memory.args(), extra_args)
+    }
+
+    fn write_image(&self, dir: &FsPath, image: &[u8], regions: &str, extra_args: &str) {
         fs::create_dir_all(dir).unwrap();
         fs::write(dir.join("descriptors.bin"), &self.descriptors).unwrap();
-        fs::write(dir.join("memory.bin"), memory.image()).unwrap();
+        fs::write(dir.join("memory.bin"), image).unwrap();
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             ..Default::default()
@@ -125,7 +138,7 @@ impl Case {
                 .unwrap();
         }
         let mut args = fs::File::create(dir.join("args")).unwrap();
-        writeln!(args, "{} {extra_args}", memory.args()).unwrap();
+        writeln!(args, "{regions} {extra_args}").unwrap();
         println!(
             "{}: {} descriptors, {} frames",
             dir.display(),
@@ -360,6 +373,28 @@ fn refusals(out: &FsPath) {
     case.write(&out.join("refusals"), &memory, &args);
 }
 
+fn read_error(out: &FsPath) {
+    // the memory reads as zeros where it fails (as mover-sim's does)
+    let bytes = (0..8192u32).map(|i| if i < 4096 { (i * 3) as u8 } else { 0 });
+    let memory = Memory::new(vec![bytes.collect()], 0);
+    let mut case = Case::default();
+    let mut rq = requester(paths()[0], Pmtu::Mtu1024, 0x3000);
+    for (id, at) in [0u64, 3500, 6000, 100].into_iter().enumerate() {
+        rq.post(wr(MessageKind::Write, 0, at, 900, id as u64))
+            .unwrap();
+    }
+    // only the first 4 KiB of the region exist: reads past them answer SLVERR
+    let image = &memory.image()[..4096];
+    while let Some(p) = rq.poll_transmit(Instant::ZERO, memory.regions.as_slice()) {
+        case.push(&TxDescriptor::of(&p), &memory);
+        if p.payload.offset + u64::from(p.payload_len) > 4096 {
+            case.corrupt_last();
+        }
+    }
+    let args = "--expect-refused 0 --expect-error 0x0a";
+    case.write_image(&out.join("read-error"), image, &memory.args(), args);
+}
+
 fn main() {
     let out = std::env::args()
         .nth(1)
@@ -369,4 +404,5 @@ fn main() {
     frame(out, "frame-1k", Pmtu::Mtu1024);
     frame(out, "frame-4k", Pmtu::Mtu4096);
     refusals(out);
+    read_error(out);
 }
