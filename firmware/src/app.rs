@@ -15,6 +15,7 @@ use embassy_time::Timer;
 use rdmacam_protocol::camera::Tx;
 use rdmacam_protocol::device::frame::FrameSource;
 use rdmacam_protocol::rc::Instant;
+use rdmacam_protocol::rc::offload::TxDescriptor;
 
 use crate::camera::{self, FwCamera, ROCE_PORT};
 
@@ -127,6 +128,12 @@ pub trait RawTx {
     /// Queue the IPv4 packet `header ‖ payload ‖ trailer`; `false` leaves it to the socket
     /// path (a destination whose MAC is not known yet, IPv6, no room).
     fn send(&mut self, header: &[u8], payload: &[u8], trailer: &[u8]) -> bool;
+    /// Hand a packet whose ICRC is still to compute (`icrc_offload`) to a data mover, as its
+    /// descriptor and the payload where it lies; `false` leaves it to the software mover and
+    /// the socket path. A board without a mover takes none.
+    fn send_descriptor(&mut self, _d: &TxDescriptor, _payload: &[u8]) -> bool {
+        false
+    }
 }
 
 /// Every packet through embassy-net's sockets (the Linux TAP board).
@@ -241,7 +248,12 @@ pub async fn run<S: FrameSource, T: RawTx>(
             busy = true;
             let n = match tx {
                 Tx::Packet(p) => {
-                    if !p.icrc_pending && raw.send(p.header(), cam.payload(&p), p.trailer()) {
+                    let taken = if p.icrc_pending {
+                        raw.send_descriptor(&TxDescriptor::of(&p), cam.payload(&p))
+                    } else {
+                        raw.send(p.header(), cam.payload(&p), p.trailer())
+                    };
+                    if taken {
                         continue;
                     }
                     cam.write_packet(&p, out)

@@ -15,6 +15,10 @@ mod board;
 #[path = "board/zynq_eth.rs"]
 mod zynq_eth;
 
+#[cfg(all(target_os = "none", feature = "mover"))]
+#[path = "board/zynq_mover.rs"]
+mod zynq_mover;
+
 #[cfg(not(target_os = "none"))]
 fn main() {
     board::main();

@@ -198,8 +198,17 @@ async fn camera_task(stack: embassy_net::Stack<'static>) -> ! {
     // queue-pair packets leave below embassy-net with the camera's own IP header
     // (zynq_eth.rs): the DSCP and ECN a host sets reach the wire
     device.orsp_mut().set_tos_capable(true);
-    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), FRAMES.take())
+    let frames = FRAMES.take();
+    #[cfg(feature = "mover")]
+    let mover = crate::zynq_mover::MoverTx::probe(MAC, frames);
+    let mut cam = rdmacam_firmware::camera::new(device, SyntheticSource::new(1), frames)
         .with_entropy(board_entropy);
+    #[cfg(feature = "mover")]
+    if let Some(mut mover) = mover {
+        // the requester builds descriptors; the mover in the fabric does the rest
+        cam.set_icrc_offload(true);
+        app::run(stack, &mut cam, BUFFERS.take(), &mut mover).await
+    }
     app::run(stack, &mut cam, BUFFERS.take(), &mut RoceTx::new(MAC)).await
 }
 

@@ -281,7 +281,7 @@ impl rdmacam_firmware::app::RawTx for RoceTx {
 }
 
 /// The MAC `ip` last sent from.
-fn neighbour(ip: Ipv4Addr) -> Option<[u8; 6]> {
+pub(crate) fn neighbour(ip: Ipv4Addr) -> Option<[u8; 6]> {
     critical_section::with(|cs| {
         NEIGHBOURS
             .borrow(cs)
