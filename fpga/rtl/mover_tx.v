@@ -3,7 +3,8 @@
 //
 //   destination MAC, source MAC, EtherType ‖ headers[0..H] ‖ payload ‖ pad ‖ ICRC
 //
-// Two stages. The emitter builds the IP packet as 64-bit words aligned to the IP header (the
+// Two stages and a register between them (it splits the payload rotator from the CRC tree,
+// so neither path is deeper than a few LUTs). The emitter builds the IP packet as 64-bit words aligned to the IP header (the
 // "W stream"): header words from the descriptor's slot, then the payload, shifted from its
 // byte offset in memory into place by one byte rotator whose shift is fixed per packet, then
 // the pad as zero bytes. The framer puts the 14-byte Ethernet header in front (a constant
@@ -166,6 +167,37 @@ module mover_tx #(
         end
     end
 
+    // ---------------------------------------------------------------- W register
+    // a full-rate pipeline register: W words and what the framer needs to know about them
+    reg        p_valid;
+    reg [63:0] p_data;
+    reg        p_last;
+    reg        p_half;
+    reg        p_ipv6;
+    reg        p_err;
+    wire       p_take;
+    assign w_ready = !p_valid || p_take;
+
+    always @(posedge aclk) begin
+        if (rst) begin
+            p_valid <= 1'b0;
+            p_data <= 64'd0;
+            p_last <= 1'b0;
+            p_half <= 1'b0;
+            p_ipv6 <= 1'b0;
+            p_err <= 1'b0;
+        end else if (w_ready) begin
+            p_valid <= w_valid;
+            if (w_valid) begin
+                p_data <= w_data;
+                p_last <= w_last;
+                p_half <= e_half;
+                p_ipv6 <= e_ipv6;
+                p_err <= e_err || word_err;
+            end
+        end
+    end
+
     // ---------------------------------------------------------------- framer
     localparam [2:0] O_IDLE = 3'd0;  // next: the Ethernet header's first word
     localparam [2:0] O_ETH1 = 3'd1;  // next: Ethernet header's rest and W word 0
@@ -184,20 +216,38 @@ module mover_tx #(
     reg        o_err;
 
     wire can_load = !m_axis_tvalid || m_axis_tready;
-    assign busy = e_active || (o_state != O_IDLE) || m_axis_tvalid;
-    assign w_ready = can_load && (o_state == O_ETH1 || o_state == O_DATA);
+    assign busy = e_active || p_valid || (o_state != O_IDLE) || m_axis_tvalid;
+    assign p_take = p_valid && can_load && (o_state == O_ETH1 || o_state == O_DATA);
 
-    // Reflected CRC-32 (polynomial 0x04C11DB7), bytes in lane order, each byte LSB first.
-    function automatic [31:0] crc_step(input [31:0] c, input [63:0] d, input integer bits);
+    // Reflected CRC-32 (polynomial 0x04C11DB7), bytes in lane order, each byte LSB first, one
+    // bit at a time: the definition, evaluated only while elaborating.
+    function automatic [31:0] crc_serial(input [31:0] c, input [63:0] d, input integer bits);
         integer i;
         reg [31:0] x;
         begin
             x = c;
             for (i = 0; i < 64; i = i + 1)
                 if (i < bits) x = (x >> 1) ^ ((x[0] ^ d[i]) ? 32'hEDB88320 : 32'h0);
-            crc_step = x;
+            crc_serial = x;
         end
     endfunction
+
+    // The CRC step is linear in {crc, data}: column i (data bits 0-63, then crc bits 0-31) is
+    // what input bit i alone does to the next CRC. Each next-CRC bit is then the XOR of the
+    // input bits its row selects, which synthesis builds as a balanced tree (3 LUT levels)
+    // rather than the 64-deep chain of the definition.
+    function automatic [96*32-1:0] crc_columns(input integer bits);
+        integer i;
+        reg [96*32-1:0] m;
+        begin
+            for (i = 0; i < 96; i = i + 1)
+                m[i*32 +: 32] = (i < 64) ? crc_serial(32'd0, 64'd1 << i, bits)
+                                         : crc_serial(32'd1 << (i - 64), 64'd0, bits);
+            crc_columns = m;
+        end
+    endfunction
+    localparam [96*32-1:0] CRC64 = crc_columns(64);
+    localparam [96*32-1:0] CRC32 = crc_columns(32);
 
     // The ICRC's input masks (all-ones) in W word `idx`: IPv4 TOS, TTL, checksum; UDP
     // checksum; BTH byte 4. IPv6 traffic class, flow label, hop limit; UDP checksum; BTH byte 4.
@@ -217,14 +267,29 @@ module mover_tx #(
     endfunction
 
     wire [2:0]  widx = (o_state == O_ETH1) ? 3'd0 : o_widx;
-    wire [63:0] crc_in = w_data | icrc_mask(widx, e_ipv6);
+    wire [63:0] crc_in = p_data | icrc_mask(widx, p_ipv6);
     wire [31:0] crc_from = (o_state == O_ETH1) ? CRC_AFTER_LRH : o_crc;
-    wire [31:0] crc_next = (w_last && e_half) ? crc_step(crc_from, crc_in, 32)
-                                              : crc_step(crc_from, crc_in, 64);
+    wire [95:0] crc_bits = {crc_from, crc_in};
+    wire [31:0] crc_next64;
+    wire [31:0] crc_next32;
+    genvar row, col;
+    generate
+        for (row = 0; row < 32; row = row + 1) begin : crc_row
+            wire [95:0] sel64;
+            wire [95:0] sel32;
+            for (col = 0; col < 96; col = col + 1) begin : crc_col
+                assign sel64[col] = CRC64[col*32 + row];
+                assign sel32[col] = CRC32[col*32 + row];
+            end
+            assign crc_next64[row] = ^(crc_bits & sel64);
+            assign crc_next32[row] = ^(crc_bits & sel32);
+        end
+    endgenerate
+    wire [31:0] crc_next = (p_last && p_half) ? crc_next32 : crc_next64;
     // on the wire: the complement, least significant byte first; inverted on a read error
     wire [31:0] icrc = o_err ? o_crc : ~o_crc;
 
-    wire [15:0] ethertype = e_ipv6 ? 16'h86DD : 16'h0800;
+    wire [15:0] ethertype = p_ipv6 ? 16'h86DD : 16'h0800;
     wire [63:0] eth0 = {mac_src[39:32], mac_src[47:40], mac_dst[7:0], mac_dst[15:8],
                         mac_dst[23:16], mac_dst[31:24], mac_dst[39:32], mac_dst[47:40]};
     wire [47:0] eth1 = {ethertype[7:0], ethertype[15:8], mac_src[7:0], mac_src[15:8],
@@ -249,25 +314,25 @@ module mover_tx #(
             if (m_axis_tready) m_axis_tvalid <= 1'b0;
             if (can_load) begin
                 case (o_state)
-                    O_IDLE: if (e_active && w_valid) begin
+                    O_IDLE: if (p_valid) begin
                         m_axis_tdata <= eth0;
                         m_axis_tkeep <= 8'hFF;
                         m_axis_tlast <= 1'b0;
                         m_axis_tvalid <= 1'b1;
                         o_state <= O_ETH1;
                     end
-                    O_ETH1, O_DATA: if (w_fire) begin
-                        m_axis_tdata <= (o_state == O_ETH1) ? {w_data[15:0], eth1}
-                                                            : {w_data[15:0], o_hold};
+                    O_ETH1, O_DATA: if (p_take) begin
+                        m_axis_tdata <= (o_state == O_ETH1) ? {p_data[15:0], eth1}
+                                                            : {p_data[15:0], o_hold};
                         m_axis_tkeep <= 8'hFF;
                         m_axis_tlast <= 1'b0;
                         m_axis_tvalid <= 1'b1;
-                        o_hold <= w_data[63:16];
+                        o_hold <= p_data[63:16];
                         o_crc <= crc_next;
                         o_widx <= (o_state == O_ETH1) ? 3'd1
                                   : (o_widx == 3'd7) ? 3'd7 : o_widx + 3'd1;
-                        o_err <= ((o_state == O_ETH1) ? 1'b0 : o_err) || e_err || word_err;
-                        if (w_last) o_state <= e_half ? O_TAIL_H : O_TAIL_A;
+                        o_err <= ((o_state == O_ETH1) ? 1'b0 : o_err) || p_err;
+                        if (p_last) o_state <= p_half ? O_TAIL_H : O_TAIL_A;
                         else o_state <= O_DATA;
                     end
                     O_TAIL_A: begin
