@@ -62,6 +62,8 @@ for c in contract frame-1k frame-4k refusals read-error; do
   done
   run "$c" "$c-window" --window --backpressure 0.1 --stall 0.1 --seed 9
 done
+# a descriptor abandoned half-way in the window is refused whole; its second writing goes out
+run contract contract-window-disorder --window --window-disorder 5 --expect-refused 1 --expect-error 0x0b
 
 say "the frames, checked by zlib's CRC-32 and by rdmacam inspect"
 python3 scripts/icrc_check.py "$OUT/contract-stress-1.pcap" >&2

@@ -24,6 +24,7 @@ module mover_desc #(
     input  wire [63:0]                        s_tdata,
     input  wire                               s_tvalid,
     input  wire                               s_tlast,
+    input  wire                               s_tuser,   // with TLAST: abort (refuse) it
     output wire                               s_tready,
     // to the read engine: where the payload lies
     output wire                               rd_valid,
@@ -133,7 +134,7 @@ module mover_desc #(
 
     wire [SLOTS_LOG2-1:0] wslot = wptr[SLOTS_LOG2-1:0];
     wire last_beat = take && !discard && (beat == 4'd15);
-    wire commit = last_beat && s_tlast && (verdict == 8'h00);
+    wire commit = last_beat && s_tlast && !s_tuser && (verdict == 8'h00);
 
     always @(posedge aclk) begin
         if (take && !discard) hdr_ram[{wslot, beat}] <= s_tdata;
@@ -193,9 +194,10 @@ module mover_desc #(
                     if (s_tlast || beat == 4'd15) begin
                         beat <= 4'd0;
                         if (!s_tlast) discard <= 1'b1;
-                        if (!s_tlast || beat != 4'd15 || verdict != 8'h00) begin
+                        if (!s_tlast || beat != 4'd15 || verdict != 8'h00 || s_tuser) begin
                             refuse <= 1'b1;
-                            refuse_code <= (beat == 4'd15 && s_tlast) ? verdict : E_DESC_LENGTH;
+                            refuse_code <= (beat == 4'd15 && s_tlast && !s_tuser) ? verdict
+                                                                                  : E_DESC_LENGTH;
                             // a descriptor cut short before its PSN arrived reports 0
                             refuse_psn <= (beat >= 4'd2) ? d_psn : 32'd0;
                         end

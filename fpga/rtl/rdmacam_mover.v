@@ -107,6 +107,7 @@ module rdmacam_mover #(
     reg        win_valid;      // a beat waits for the intake
     reg [63:0] win_data;
     reg        win_last;
+    reg        win_abort;      // the beat ends a descriptor the CPU abandoned
     reg [31:0] win_low;
     reg [4:0]  win_idx;        // the window word the CPU must write next
 
@@ -121,6 +122,7 @@ module rdmacam_mover #(
     wire        in_valid = (src_now == SRC_WIN) ? win_valid : (src_now == SRC_STREAM) && s_axis_desc_tvalid;
     wire [63:0] in_data = (src_now == SRC_WIN) ? win_data : s_axis_desc_tdata;
     wire        in_last = (src_now == SRC_WIN) ? win_last : s_axis_desc_tlast;
+    wire        in_abort = (src_now == SRC_WIN) && win_abort;
     wire        in_fire = in_valid && in_ready;
     assign s_axis_desc_tready = (src_now == SRC_STREAM) && in_ready;
 
@@ -167,7 +169,8 @@ module rdmacam_mover #(
     ) desc (
         .aclk(aclk), .rst(rst), .enable(enable),
         .region_base(base_flat), .region_size(size_flat),
-        .s_tdata(in_data), .s_tvalid(in_valid), .s_tlast(in_last), .s_tready(in_ready),
+        .s_tdata(in_data), .s_tvalid(in_valid), .s_tlast(in_last), .s_tuser(in_abort),
+        .s_tready(in_ready),
         .rd_valid(rd_valid), .rd_addr(rd_addr), .rd_len(rd_len), .rd_pop(rd_pop),
         .tx_valid(tx_valid), .tx_slot(tx_slot), .tx_ipv6(tx_ipv6), .tx_hlen(tx_hlen),
         .tx_pad(tx_pad), .tx_len(tx_len), .tx_align(tx_align), .tx_done(tx_done),
@@ -234,6 +237,7 @@ module rdmacam_mover #(
             win_valid <= 1'b0;
             win_data <= 64'd0;
             win_last <= 1'b0;
+            win_abort <= 1'b0;
             win_low <= 32'd0;
             win_idx <= 5'd0;
             s_axil_bvalid <= 1'b0;
@@ -262,6 +266,7 @@ module rdmacam_mover #(
                             win_valid <= 1'b1;
                             win_data <= 64'd0;
                             win_last <= 1'b1;
+                            win_abort <= 1'b1;
                         end
                         win_idx <= 5'd0;
                     end else if (!wr_word[0]) begin
@@ -271,6 +276,7 @@ module rdmacam_mover #(
                         win_valid <= 1'b1;
                         win_data <= {s_axil_wdata, win_low};
                         win_last <= wr_word == 5'd31;
+                        win_abort <= 1'b0;
                         win_idx <= win_idx + 5'd1;
                     end
                 end else begin

@@ -43,6 +43,8 @@ const char *USAGE =
     "                       probability P per clock, and vary read latency from 4 to 64 clocks\n"
     "  --latency N          fixed read latency in clocks without --stall (default 16)\n"
     "  --seed N             random seed (default 1)\n"
+    "  --window-disorder N  with --window: write descriptor N's words 0-29, then word 31 out of\n"
+    "                       order (an abandoned descriptor), then the whole descriptor again\n"
     "  --expect-refused N   fail unless exactly N descriptors are refused\n"
     "  --expect-error CODE  fail unless STATUS holds this first error code (hex or decimal)\n"
     "  --quiet              print only the name=value lines\n";
@@ -129,6 +131,7 @@ struct Options {
     unsigned latency = 16;
     uint64_t seed = 1;
     long expect_refused = -1, expect_error = -1;
+    long window_disorder = -1;
 };
 
 Options parse(int argc, char **argv) {
@@ -151,6 +154,7 @@ Options parse(int argc, char **argv) {
         else if (a == "--seed") o.seed = parse_num(val());
         else if (a == "--mac-dst") o.mac_dst = parse_mac(val());
         else if (a == "--mac-src") o.mac_src = parse_mac(val());
+        else if (a == "--window-disorder") o.window_disorder = long(parse_num(val()));
         else if (a == "--expect-refused") o.expect_refused = long(parse_num(val()));
         else if (a == "--expect-error") o.expect_error = long(parse_num(val()));
         else if (a == "--region") {
@@ -362,12 +366,22 @@ int main(int argc, char **argv) {
 
     uint64_t start = sim.cycle();
     if (o.window) {
-        for (size_t d = 0; d < n_desc; d++)
+        for (size_t d = 0; d < n_desc; d++) {
+            if (long(d) == o.window_disorder) {
+                auto word = [&](int w) {
+                    uint32_t v;
+                    std::memcpy(&v, &desc[d * 128 + w * 4], 4);
+                    return v;
+                };
+                for (int w = 0; w < 30; w++) sim.write_reg(0x100 + 4 * w, word(w));
+                sim.write_reg(0x17c, word(31)); // skips word 30
+            }
             for (int w = 0; w < 32; w++) {
                 uint32_t v;
                 std::memcpy(&v, &desc[d * 128 + w * 4], 4);
                 sim.write_reg(0x100 + 4 * w, v);
             }
+        }
     } else {
         size_t beat = 0, beats = n_desc * 16;
         while (beat < beats) {
