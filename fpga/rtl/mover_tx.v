@@ -54,8 +54,8 @@ module mover_tx #(
     reg                   e_active;
     reg [SLOTS_LOG2-1:0]  e_slot;
     reg                   e_ipv6;
-    reg [12:0]            e_h;        // header bytes
-    reg [12:0]            e_hl;       // header + payload bytes
+    reg [12:0]            e_h_left;   // header bytes from W word e_k on
+    reg [12:0]            e_hl_left;  // header and payload bytes from W word e_k on
     reg [9:0]             e_last_k;   // index of the packet's last W word
     reg                   e_half;     // the packet's length is 4 mod 8
     reg [3:0]             e_hw;       // W words that hold header bytes only
@@ -101,14 +101,17 @@ module mover_tx #(
     wire [127:0] rotated = pair >> {e_shift, 3'b000};
     wire         word_err = take_word && fifo_dout[64];
 
-    // each lane: header byte, payload byte or zero (pad, and past the end)
+    // each lane: header byte, payload byte or zero (pad, and past the end), by how many
+    // header and payload bytes are left from this word on (at most 8 of each matter)
+    wire [3:0] h_here = (e_h_left >= 13'd8) ? 4'd8 : e_h_left[3:0];
+    wire [3:0] hl_here = (e_hl_left >= 13'd8) ? 4'd8 : e_hl_left[3:0];
     reg [63:0] w_data;
     integer lane;
     always @(*) begin
         for (lane = 0; lane < 8; lane = lane + 1) begin
-            if ({e_k, 3'b000} + lane[12:0] < e_h)
+            if (lane[3:0] < h_here)
                 w_data[lane*8 +: 8] = hdr_data[lane*8 +: 8];
-            else if ({e_k, 3'b000} + lane[12:0] < e_hl)
+            else if (lane[3:0] < hl_here)
                 w_data[lane*8 +: 8] = rotated[lane*8 +: 8];
             else
                 w_data[lane*8 +: 8] = 8'd0;
@@ -120,8 +123,8 @@ module mover_tx #(
             e_active <= 1'b0;
             e_slot <= {SLOTS_LOG2{1'b0}};
             e_ipv6 <= 1'b0;
-            e_h <= 13'd0;
-            e_hl <= 13'd0;
+            e_h_left <= 13'd0;
+            e_hl_left <= 13'd0;
             e_last_k <= 10'd0;
             e_half <= 1'b0;
             e_hw <= 4'd0;
@@ -137,8 +140,8 @@ module mover_tx #(
                 e_active <= 1'b1;
                 e_slot <= tx_slot;
                 e_ipv6 <= tx_ipv6;
-                e_h <= {6'd0, tx_hlen};
-                e_hl <= {6'd0, tx_hlen} + tx_len;
+                e_h_left <= {6'd0, tx_hlen};
+                e_hl_left <= {6'd0, tx_hlen} + tx_len;
                 e_last_k <= l_t_words[12:3] - 10'd1;
                 e_half <= l_t[2];
                 e_hw <= tx_hlen[6:3];
@@ -159,6 +162,8 @@ module mover_tx #(
             end
             if (w_fire) begin
                 e_k <= e_k + 10'd1;
+                e_h_left <= (e_h_left >= 13'd8) ? e_h_left - 13'd8 : 13'd0;
+                e_hl_left <= (e_hl_left >= 13'd8) ? e_hl_left - 13'd8 : 13'd0;
                 if (in_payload) e_prev <= cur;
                 if (take_word) e_p <= e_p + 11'd1;
                 if (word_err) e_err <= 1'b1;
@@ -342,18 +347,11 @@ module mover_tx #(
                         m_axis_tvalid <= 1'b1;
                         o_state <= O_TAIL_B;
                     end
-                    O_TAIL_B: begin
-                        m_axis_tdata <= {48'd0, icrc[31:16]};
-                        m_axis_tkeep <= 8'h03;
-                        m_axis_tlast <= 1'b1;
-                        m_axis_tvalid <= 1'b1;
-                        sent <= 1'b1;
-                        sent_read_error <= o_err;
-                        o_state <= O_IDLE;
-                    end
-                    O_TAIL_H: begin
-                        m_axis_tdata <= {16'd0, icrc, o_hold[15:0]};
-                        m_axis_tkeep <= 8'h3F;
+                    O_TAIL_B, O_TAIL_H: begin
+                        // the frame's last beat: ICRC[2..4], or the last 2 W bytes and the ICRC
+                        m_axis_tdata <= (o_state == O_TAIL_B) ? {48'd0, icrc[31:16]}
+                                                              : {16'd0, icrc, o_hold[15:0]};
+                        m_axis_tkeep <= (o_state == O_TAIL_B) ? 8'h03 : 8'h3F;
                         m_axis_tlast <= 1'b1;
                         m_axis_tvalid <= 1'b1;
                         sent <= 1'b1;
