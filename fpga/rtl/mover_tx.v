@@ -8,10 +8,11 @@
 // "W stream"): header words from the descriptor's slot, then the payload, shifted from its
 // byte offset in memory into place by one byte rotator whose shift is fixed per packet, then
 // the pad as zero bytes. The framer puts the 14-byte Ethernet header in front (a constant
-// six-byte lag against the W stream), runs the ICRC over the W words as they pass (eight
-// bytes a clock; the last word of a packet whose length is 4 mod 8 takes a four-byte step)
-// with the contract's masks applied to the CRC input only, and appends the ICRC least
-// significant byte first. A payload word the memory answered with an error (RRESP SLVERR or
+// six-byte lag against the W stream), runs the ICRC over the W words as they pass, eight
+// bytes a clock, with the contract's masks applied to the CRC input only, and appends the
+// ICRC least significant byte first. For a packet whose length is 4 mod 8 the CRC input runs
+// four bytes behind the W stream (the first four of the eight 0xFF bytes folded into its start
+// value), so that its last step is a whole word too and one 64-bit CRC step serves all. A payload word the memory answered with an error (RRESP SLVERR or
 // DECERR) sends the packet with its ICRC inverted, so no receiver accepts it.
 //
 // Reset: rst high drops the packet in progress (synchronous). One clock domain.
@@ -211,12 +212,11 @@ module mover_tx #(
     localparam [2:0] O_TAIL_B = 3'd4; // then ICRC[2..4]
     localparam [2:0] O_TAIL_H = 3'd5; // last W word held 4 bytes: 2 of them and the ICRC
 
-    // the CRC register after the eight 0xFF bytes that stand for the LRH (from 0xFFFFFFFF)
-    localparam [31:0] CRC_AFTER_LRH = 32'hDEBB20E3;
 
     reg [2:0]  o_state;
     reg [47:0] o_hold;   // bytes 2..7 of the last W word
     reg [31:0] o_crc;
+    reg [31:0] o_high;   // the CRC input's last word's high half (masked)
     reg [2:0]  o_widx;   // W word index, stops at 7 (the masks end at word 6)
     reg        o_err;
 
@@ -252,7 +252,10 @@ module mover_tx #(
         end
     endfunction
     localparam [96*32-1:0] CRC64 = crc_columns(64);
-    localparam [96*32-1:0] CRC32 = crc_columns(32);
+    // the CRC register after the eight 0xFF bytes that stand for the LRH (from 0xFFFFFFFF),
+    // and after the first four of them
+    localparam [31:0] CRC_AFTER_LRH = crc_serial(32'hFFFFFFFF, {64{1'b1}}, 64);
+    localparam [31:0] CRC_AFTER_4FF = crc_serial(32'hFFFFFFFF, {64{1'b1}}, 32);
 
     // The ICRC's input masks (all-ones) in W word `idx`: IPv4 TOS, TTL, checksum; UDP
     // checksum; BTH byte 4. IPv6 traffic class, flow label, hop limit; UDP checksum; BTH byte 4.
@@ -272,25 +275,25 @@ module mover_tx #(
     endfunction
 
     wire [2:0]  widx = (o_state == O_ETH1) ? 3'd0 : o_widx;
-    wire [63:0] crc_in = p_data | icrc_mask(widx, p_ipv6);
-    wire [31:0] crc_from = (o_state == O_ETH1) ? CRC_AFTER_LRH : o_crc;
+    wire [63:0] masked = p_data | icrc_mask(widx, p_ipv6);
+    wire        first = o_state == O_ETH1;
+    // four bytes behind: this word's low half after the previous word's high half (0xFF x 4
+    // before the first)
+    wire [31:0] behind = first ? 32'hFFFFFFFF : o_high;
+    wire [63:0] crc_in = p_half ? {masked[31:0], behind} : masked;
+    wire [31:0] crc_from = !first ? o_crc : p_half ? CRC_AFTER_4FF : CRC_AFTER_LRH;
     wire [95:0] crc_bits = {crc_from, crc_in};
-    wire [31:0] crc_next64;
-    wire [31:0] crc_next32;
+    wire [31:0] crc_next;
     genvar row, col;
     generate
         for (row = 0; row < 32; row = row + 1) begin : crc_row
-            wire [95:0] sel64;
-            wire [95:0] sel32;
+            wire [95:0] sel;
             for (col = 0; col < 96; col = col + 1) begin : crc_col
-                assign sel64[col] = CRC64[col*32 + row];
-                assign sel32[col] = CRC32[col*32 + row];
+                assign sel[col] = CRC64[col*32 + row];
             end
-            assign crc_next64[row] = ^(crc_bits & sel64);
-            assign crc_next32[row] = ^(crc_bits & sel32);
+            assign crc_next[row] = ^(crc_bits & sel);
         end
     endgenerate
-    wire [31:0] crc_next = (p_last && p_half) ? crc_next32 : crc_next64;
     // on the wire: the complement, least significant byte first; inverted on a read error
     wire [31:0] icrc = o_err ? o_crc : ~o_crc;
 
@@ -305,6 +308,7 @@ module mover_tx #(
             o_state <= O_IDLE;
             o_hold <= 48'd0;
             o_crc <= 32'd0;
+            o_high <= 32'd0;
             o_widx <= 3'd0;
             o_err <= 1'b0;
             m_axis_tdata <= 64'd0;
@@ -334,6 +338,7 @@ module mover_tx #(
                         m_axis_tvalid <= 1'b1;
                         o_hold <= p_data[63:16];
                         o_crc <= crc_next;
+                        o_high <= masked[63:32];
                         o_widx <= (o_state == O_ETH1) ? 3'd1
                                   : (o_widx == 3'd7) ? 3'd7 : o_widx + 3'd1;
                         o_err <= ((o_state == O_ETH1) ? 1'b0 : o_err) || p_err;
