@@ -129,6 +129,33 @@ fn rxe_sequence_nak_makes_the_requester_resend_from_mid_message() {
     assert_eq!(rq.counters().retransmitted_packets, 2);
 }
 
+// The same NAK when it names no packet in flight (nothing posted yet; then after its request
+// completed) is dropped and changes nothing, as rxe's completer drops an ACK with no request
+// waiting: one forged NAK must not end a stream (issue 46).
+#[test]
+fn a_nak_that_names_nothing_outstanding_is_dropped() {
+    let f = frames();
+    let (sent, nak) = (&f[42], &f[43]);
+    let (va, rkey) = reth(sent);
+    let (_, _, _, nak_ib) = split_rocev2(nak).unwrap();
+    let mut rq = requester(0x24);
+    rq.handle_ib(Instant::ZERO, nak_ib);
+    assert!(!rq.is_error(), "a NAK before anything was sent failed the QP");
+    assert_eq!(rq.counters().stale_acks, 1);
+    assert!(rq.poll_completion().is_none());
+    // it still answers the packet it names once that packet is in flight
+    let payload = sent[56..sent.len() - 4].to_vec();
+    rq.post(WorkRequest {
+        len: payload.len() as u32,
+        ..write_3000(va, rkey)
+    })
+    .unwrap();
+    let bufs = [payload];
+    rq.poll_transmit(Instant::ZERO, &bufs[..]).unwrap();
+    rq.handle_ib(Instant::from_micros(5), nak_ib);
+    assert!(rq.is_error());
+}
+
 // Lab scenario wrong_rkey_nak: rxe answered NAK remote access error (packet 44).
 #[test]
 fn rxe_remote_access_nak_fails_the_request() {

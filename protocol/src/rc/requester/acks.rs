@@ -35,11 +35,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             return;
         }
         // An ACK covers `psn`; a NAK names the PSN it expects (everything before is acked).
-        let acked_end = match syndrome {
-            AethSyndrome::Ack { .. } => psn_add(psn, 1),
-            _ => psn,
-        };
-        if psn_diff(acked_end, self.una) < 0 || psn_diff(acked_end, self.sent_end) > 0 {
+        let nak = !matches!(syndrome, AethSyndrome::Ack { .. });
+        let acked_end = if nak { psn } else { psn_add(psn, 1) };
+        // An ACK covers packets sent; a NAK names one still outstanding. Anything else answers
+        // nothing this requester has in flight (a peer's bug, a stale packet, or a bystander's
+        // forgery) and is dropped, as rxe's completer drops an ACK with no request waiting.
+        if psn_diff(acked_end, self.una) < 0
+            || psn_diff(acked_end, self.sent_end) > 0
+            || (nak && psn_diff(psn, self.sent_end) >= 0)
+        {
             self.counters.stale_acks += 1;
             return;
         }
@@ -71,9 +75,6 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 }
             }
             AethSyndrome::Nak(NakCode::PsnSequenceError) => {
-                if psn_diff(psn, self.sent_end) >= 0 {
-                    return; // expects what we have not sent yet: nothing to resend
-                }
                 if self.retrying_from == Some(psn) {
                     self.counters.stale_acks += 1;
                     return; // already going back from there

@@ -217,7 +217,8 @@ pub struct RequesterCounters {
     pub srtt_ns: u64,
     /// Shortest round trip seen, ns (0 until measured; a gauge).
     pub min_rtt_ns: u64,
-    /// ACK/NAKs ignored as duplicate, stale or for PSNs never sent.
+    /// ACK/NAKs ignored as duplicate, stale, for PSNs never sent, or NAKs naming no packet
+    /// outstanding.
     pub stale_acks: u64,
     /// CNPs received.
     pub cnps: u64,
