@@ -140,7 +140,10 @@ fn a_nak_that_names_nothing_outstanding_is_dropped() {
     let (_, _, _, nak_ib) = split_rocev2(nak).unwrap();
     let mut rq = requester(0x24);
     rq.handle_ib(Instant::ZERO, nak_ib);
-    assert!(!rq.is_error(), "a NAK before anything was sent failed the QP");
+    assert!(
+        !rq.is_error(),
+        "a NAK before anything was sent failed the QP"
+    );
     assert_eq!(rq.counters().stale_acks, 1);
     assert!(rq.poll_completion().is_none());
     // it still answers the packet it names once that packet is in flight
