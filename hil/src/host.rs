@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use rdmacam_protocol::device::frame::FrameSource;
-use rdmacam_protocol::device::frame::{Frame, FrameSpec, Pattern};
+use rdmacam_protocol::device::frame::{Frame, FrameSpec};
 use rdmacam_protocol::device::pattern::SyntheticSource;
 use rdmacam_protocol::gev::PixelFormat;
 use rdmacam_protocol::orsp::msg::{self, Descriptor, DeviceMessage, Hello};
@@ -18,10 +18,12 @@ use rdmacam_protocol::rc::{
 };
 use rdmacam_protocol::wire::Opcode;
 use rdmacam_protocol::wire::pmtu::Pmtu;
-use serde::Serialize;
 
 use crate::place::Memory;
 use crate::soft::{Place, SoftHost};
+
+mod types;
+pub use types::{HostConfig, HostRoceCounters, Stats, Summary};
 
 /// Remote key of the frame-buffer region.
 pub const FRAME_RKEY: u32 = 0x0000_5a01;
@@ -29,137 +31,6 @@ pub const FRAME_RKEY: u32 = 0x0000_5a01;
 pub const FRAME_VA: u64 = 0x7f10_0000_0000;
 /// Receive buffer size (≥ the camera's MAX_CTRL_MSG).
 pub const RECV_SIZE: u32 = 512;
-
-/// How the host is set up.
-#[derive(Debug, Clone)]
-pub struct HostConfig {
-    /// The host's RoCEv2 address.
-    pub host_ip: IpAddr,
-    /// The camera's RoCEv2 address.
-    pub camera_ip: IpAddr,
-    /// The host's QP number.
-    pub host_qpn: u32,
-    /// The host's first send PSN.
-    pub host_sq_psn: u32,
-    /// Frame buffers to announce.
-    pub buffers: u32,
-    /// Bytes per buffer (PayloadSize).
-    pub buffer_size: usize,
-    /// UDP port the host sends RoCEv2 from.
-    pub tx_port: u16,
-    /// UDP port the camera listens on for RoCEv2.
-    pub camera_rx_port: u16,
-    /// Noise seed and pattern of the camera, to check content.
-    pub seed: u64,
-    /// Test pattern the camera sends.
-    pub pattern: Pattern,
-    /// Re-queue buffers after each frame (false = starve the camera, for tests).
-    pub requeue: bool,
-}
-
-/// The JSON summary `rdmacam-host --json` and `rdmacam demo --json` print.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Summary {
-    /// Frames expected: `--frames`, or the frames the camera acquired (sent and dropped) from
-    /// this host's AcquisitionStart to STREAM_END.
-    pub frames_expected: u64,
-    /// TRAILERs received.
-    pub frames_received: u64,
-    /// Frames whose bytes, size or status were wrong.
-    pub frames_bad: u64,
-    /// Frames the camera dropped while this host streamed: block-id gaps flagged in a LEADER,
-    /// or its FRAMES_DROPPED counter's growth, whichever says more.
-    pub frames_dropped: u64,
-    /// Payload bytes received.
-    pub bytes_received: u64,
-    /// The packets the camera retransmitted while this host streamed (the ORSP counter's
-    /// growth, read over GVCP).
-    pub retransmitted_packets: u64,
-    /// Payload throughput.
-    pub gbit_per_s: f64,
-    /// Wall time of the stream.
-    pub seconds: f64,
-    /// CPU time the receiving thread spent over the same span (`CLOCK_THREAD_CPUTIME_ID`):
-    /// receiving, placing, checking and answering, without the start-up (the buffers' pages
-    /// faulted in, ~25 ms for the 16 default buffers of 1920x1080) or the teardown.
-    pub cpu_seconds: f64,
-    /// Good frames that carried chunk data (`--chunks`): parsed from the end of the buffer,
-    /// ChunkFrameID equal to the block id, ChunkWidth to the leader's width.
-    pub frames_with_chunks: u64,
-    /// Times the host connected again after a stream failed (`--reconnect`).
-    pub reconnects: u32,
-    /// The host's own RoCE receive counters (soft host; zero with verbs, whose NIC keeps
-    /// them in its hw_counters).
-    pub host_roce: HostRoceCounters,
-    /// The soft host's RoCEv2 receive buffer as the kernel granted it, bytes (zero with verbs).
-    pub rx_buffer_bytes: u64,
-    /// Path-MTU packets that buffer holds unread, as measured (zero with verbs).
-    pub rx_buffer_packets: u64,
-    /// The OrspHostRxWindow the host wrote because its buffer holds fewer packets than the
-    /// camera keeps in flight; zero when it wrote none.
-    pub rx_window: u32,
-}
-
-/// What the host's RoCE receiver saw, named as rxe's hw_counters where rxe has the counter.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct HostRoceCounters {
-    /// Packets discarded for a bad ICRC.
-    pub bad_icrc: u64,
-    /// Requests out of sequence, NAKed (`out_of_seq_request`).
-    pub out_of_seq_request: u64,
-    /// Duplicate requests, acknowledged again (`duplicate_request`).
-    pub duplicate_request: u64,
-    /// Packets marked ECN Congestion Experienced.
-    pub ecn_marked: u64,
-    /// CNPs sent to the camera.
-    pub cnps_sent: u64,
-}
-
-impl HostRoceCounters {
-    /// Both added.
-    pub fn sum(self, o: HostRoceCounters) -> HostRoceCounters {
-        HostRoceCounters {
-            bad_icrc: self.bad_icrc + o.bad_icrc,
-            out_of_seq_request: self.out_of_seq_request + o.out_of_seq_request,
-            duplicate_request: self.duplicate_request + o.duplicate_request,
-            ecn_marked: self.ecn_marked + o.ecn_marked,
-            cnps_sent: self.cnps_sent + o.cnps_sent,
-        }
-    }
-}
-
-/// Per-stream statistics as frames arrive.
-#[derive(Debug, Clone, Default)]
-pub struct Stats {
-    /// Frames received and checked good.
-    pub good: u64,
-    /// Frames received with wrong content or status.
-    pub bad: u64,
-    /// Frames the camera reported dropped.
-    pub dropped: u64,
-    /// Payload bytes received.
-    pub bytes: u64,
-    /// Good frames that carried chunk data (parsed, ChunkFrameID and ChunkWidth checked).
-    pub chunk_frames: u64,
-    /// Block ids of received frames, in arrival order (the newest [`HISTORY`] to 2 × HISTORY).
-    pub block_ids: Vec<u64>,
-    /// Frame counters stamped in received frames (the newest, as `block_ids`).
-    pub frame_numbers: Vec<u64>,
-    /// The camera's HELLO.
-    pub hello: Option<Hello>,
-    /// STREAM_END: last block id, frames sent, frames dropped.
-    pub stream_end: Option<(u64, u32, u32)>,
-    /// EVENTs: id and detail.
-    pub events: Vec<(u16, u32)>,
-    /// Buffers given back by RELEASED.
-    pub released: u32,
-    /// Device messages that did not parse.
-    pub garbled: u64,
-    /// Each TRAILER's block id, when the host saw it and when the kernel had received it
-    /// (CLOCK_MONOTONIC ns; 0 when unknown), for latency (the newest, as `block_ids`: a
-    /// latency log of a longer run holds its last frames).
-    pub trailers_seen: Vec<(u64, u64, u64)>,
-}
 
 /// What every ORSP host does whatever its transport: the message exchange of
 /// `docs/orsp-spec.md` (ANNOUNCE, QUEUE, FLUSH out; HELLO, LEADER, TRAILER, EVENT, RELEASED,
@@ -1027,6 +898,7 @@ mod bounded {
 mod deferred {
     use super::*;
     use rdmacam_protocol::device::chunks::Chunks;
+    use rdmacam_protocol::device::frame::Pattern;
     use rdmacam_protocol::device::pattern;
     use rdmacam_protocol::gev::gvsp::{ImageLeader, ImageTrailer};
 

@@ -10,6 +10,7 @@
 //! unicast DISCOVERY meant for other addresses. Answers leave from ADDR:3956. GVSP leaves from
 //! ADDR on an ephemeral port (reported in SCSP).
 
+mod boot;
 mod camera_loop;
 mod gvsp_tx;
 mod idle;
