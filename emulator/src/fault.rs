@@ -313,6 +313,51 @@ struct Schedule {
     every: Option<Duration>,
 }
 
+/// The timed windows open now: until when the stream stalls, the camera is silent, and when
+/// a reboot's silence ends.
+#[derive(Debug, Clone, Copy, Default)]
+struct Windows {
+    stall_until: Option<StdInstant>,
+    silent_until: Option<StdInstant>,
+    reboot_at: Option<StdInstant>,
+}
+
+impl Windows {
+    fn start(&mut self, kind: FaultKind, until: StdInstant) {
+        let later = |t: Option<StdInstant>| Some(t.map_or(until, |t| t.max(until)));
+        match kind {
+            FaultKind::Stall => self.stall_until = later(self.stall_until),
+            FaultKind::Silence => self.silent_until = later(self.silent_until),
+            _ => {
+                // silent until it is back, then new
+                self.reboot_at = later(self.reboot_at);
+                self.silent_until = later(self.silent_until);
+            }
+        }
+    }
+
+    /// Close what has ended; whether a reboot's silence ended now.
+    fn tick(&mut self, now: StdInstant) -> bool {
+        if self.stall_until.is_some_and(|t| now >= t) {
+            self.stall_until = None;
+        }
+        if self.silent_until.is_some_and(|t| now >= t) {
+            self.silent_until = None;
+        }
+        let reboot_now = self.reboot_at.is_some_and(|t| now >= t);
+        if reboot_now {
+            self.reboot_at = None;
+        }
+        reboot_now
+    }
+
+    fn ends(&self) -> impl Iterator<Item = StdInstant> {
+        [self.stall_until, self.silent_until, self.reboot_at]
+            .into_iter()
+            .flatten()
+    }
+}
+
 /// What the run loop must do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tick {
@@ -328,9 +373,10 @@ pub struct FaultEngine {
     rng: Rng,
     schedules: Vec<Schedule>,
     t0: StdInstant,
-    stall_until: Option<StdInstant>,
-    silent_until: Option<StdInstant>,
-    reboot_at: Option<StdInstant>,
+    /// Windows opened by `--fault` schedules.
+    cli: Windows,
+    /// Windows opened by a host's FaultInject: they end with that host's control.
+    host: Windows,
     /// Wire faults injected (the device counts its own).
     wire: [u64; KINDS],
 }
@@ -356,9 +402,8 @@ impl FaultEngine {
             rng: Rng::new(seed ^ 0xfa17 ^ (index as u64) << 32),
             schedules,
             t0: StdInstant::now(),
-            stall_until: None,
-            silent_until: None,
-            reboot_at: None,
+            cli: Windows::default(),
+            host: Windows::default(),
             wire: [0; KINDS],
         }
     }
@@ -386,27 +431,33 @@ impl FaultEngine {
     pub fn request(&mut self, now: StdInstant, r: FaultRequest) -> FaultKind {
         let d = Duration::from_millis(u64::from(r.duration_ms));
         match r.kind {
-            FaultKind::Stall => self.start(now, FaultKind::Stall, d),
-            FaultKind::Silence => self.start(now, FaultKind::Silence, d),
-            FaultKind::Reboot => self.start(now, FaultKind::Reboot, d),
+            k if k.timed() => {
+                self.host.start(k, now + d);
+                self.wire[k as usize] += 1;
+            }
             k => self.triggers[k as usize].add(u64::from(r.count)),
         }
         r.kind
     }
 
-    fn start(&mut self, now: StdInstant, kind: FaultKind, d: Duration) {
-        let until = now + d;
-        let slot = match kind {
-            FaultKind::Stall => &mut self.stall_until,
-            FaultKind::Silence => &mut self.silent_until,
-            _ => {
-                // silent until it is back, then new
-                self.reboot_at = Some(self.reboot_at.map_or(until, |t| t.max(until)));
-                &mut self.silent_until
-            }
-        };
-        *slot = Some(slot.map_or(until, |t| t.max(until)));
-        self.wire[kind as usize] += 1;
+    /// The host that asked for faults lost control (released it, its heartbeat expired, the
+    /// camera rebooted): what it asked for ends with it. A silence or stall it opened closes
+    /// now, a reboot it asked for comes back now, and the packets it asked to hit are not hit.
+    /// Without this, one packet from a host that took free control (CCP, then
+    /// ControlSilence for 600 s) left the camera deaf for ten minutes after that host was gone.
+    /// Returns whether anything was cut short.
+    pub fn host_control_ended(&mut self, now: StdInstant) -> bool {
+        let open = self.host.ends().any(|t| t > now);
+        let mut pending = false;
+        for t in &mut self.triggers {
+            pending |= t.clear_pending();
+        }
+        if self.host.reboot_at.is_some() {
+            self.host.reboot_at = Some(now);
+        }
+        self.host.stall_until = None;
+        self.host.silent_until = None;
+        open || pending
     }
 
     /// Start and end timed faults due at `now`.
@@ -422,37 +473,32 @@ impl FaultEngine {
             }
         }
         for (k, d) in due {
-            self.start(now, k, d);
+            self.cli.start(k, now + d);
+            self.wire[k as usize] += 1;
         }
-        if self.stall_until.is_some_and(|t| now >= t) {
-            self.stall_until = None;
+        let cli = self.cli.tick(now);
+        let host = self.host.tick(now);
+        Tick {
+            reboot_now: cli || host,
         }
-        if self.silent_until.is_some_and(|t| now >= t) {
-            self.silent_until = None;
-        }
-        let reboot_now = self.reboot_at.is_some_and(|t| now >= t);
-        if reboot_now {
-            self.reboot_at = None;
-        }
-        Tick { reboot_now }
     }
 
     /// Nothing in or out (silence, or a reboot under way).
     pub fn silent(&self) -> bool {
-        self.silent_until.is_some()
+        self.cli.silent_until.is_some() || self.host.silent_until.is_some()
     }
 
     /// The stream may not send (a stall, or silence).
     pub fn stalled(&self) -> bool {
-        self.stall_until.is_some() || self.silent()
+        self.cli.stall_until.is_some() || self.host.stall_until.is_some() || self.silent()
     }
 
     /// When the current window ends (to sleep no longer than that).
     pub fn next_change(&self, now: StdInstant) -> Option<Duration> {
         let since = now.saturating_duration_since(self.t0);
-        [self.stall_until, self.silent_until, self.reboot_at]
-            .into_iter()
-            .flatten()
+        self.cli
+            .ends()
+            .chain(self.host.ends())
             .map(|t| t.saturating_duration_since(now))
             .chain(
                 self.schedules

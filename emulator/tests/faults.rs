@@ -444,3 +444,48 @@ fn three_cameras_stream_orsp_at_once_and_a_fault_hits_only_its_camera() {
         assert_eq!(cams[k]["ip"], format!("127.0.0.3{}", k + 1));
     }
 }
+
+/// A fault lasts no longer than the control of the host that asked for it. One datagram from
+/// a host that finds control free (WRITEREG of CCP, ControlSilence, 600 s, FaultInject) left
+/// the camera deaf for ten minutes, long after that host's control had expired. Now the
+/// camera's heartbeat timer runs through the silence (3 s at the defaults, a pulled cable's
+/// worth), control expires, and the silence ends with it.
+#[test]
+fn a_silence_ends_with_the_control_of_the_host_that_asked_for_it() {
+    use rdmacam_protocol::device::regs;
+    let ports = (19680, 18030, 18031);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let at = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, ports.0);
+    let mut passer = rdmacam_hil::gvcp::GvcpClient::new([127, 0, 0, 12].into(), at).unwrap();
+    let mut p = Vec::new();
+    for (a, v) in [
+        (0x0A00, 2),
+        (regs::FAULT_SELECTOR, 6), // ControlSilence
+        (regs::FAULT_DURATION, 600_000),
+        (regs::FAULT_INJECT, 1),
+    ] {
+        p.extend_from_slice(&u32::to_be_bytes(a));
+        p.extend_from_slice(&u32::to_be_bytes(v));
+    }
+    // the acknowledge may or may not leave before the silence: either is fine
+    let _ = passer.command(rdmacam_protocol::gev::gvcp::cmd::WRITEREG, &p);
+    let t0 = std::time::Instant::now();
+    let mut host = rdmacam_hil::gvcp::GvcpClient::new([127, 0, 0, 13].into(), at).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // silent at first: the fault happened
+    assert!(host.read(0x0A00).is_err(), "the camera did not go silent");
+    let back = loop {
+        if let Ok(ccp) = host.read(0x0A00) {
+            break (t0.elapsed(), ccp);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "still deaf after 10 s: the silence outlived the control that asked for it"
+        );
+    };
+    // nobody holds control any more, and the camera is back within the heartbeat timeout
+    assert_eq!(back.1, 0, "{back:?}");
+    assert!(back.0 < Duration::from_secs(8), "{back:?}");
+    let cams = stop(cam);
+    assert_eq!(cams[0]["faults"]["silence"], 1, "{}", cams[0]);
+}

@@ -436,6 +436,8 @@ impl CameraLoop {
             r.held = None;
         }
         self.held_gvsp = None;
+        // no host holds control of the new camera
+        self.faults.host_control_ended(StdInstant::now());
         warn!("fault: the camera rebooted (settings lost, hosts must take control again)");
     }
 
@@ -462,8 +464,9 @@ impl CameraLoop {
         }
         self.summary.silenced += lost;
         self.cam.handle_timeout(self.now());
-        while let Some(ev) = self.cam.poll_event() {
-            log_event(&ev);
+        self.handle_events();
+        if !self.faults.silent() {
+            return;
         }
         let wait = self
             .faults
@@ -594,6 +597,11 @@ impl CameraLoop {
                     log_failure(&self.cam);
                     log_rc(&self.cam);
                     self.take_rc_counters();
+                }
+                DeviceEvent::ControlReleased(_) | DeviceEvent::HeartbeatExpired(_)
+                    if self.faults.host_control_ended(StdInstant::now()) =>
+                {
+                    info!("the faults that host asked for end with its control");
                 }
                 _ => {}
             }

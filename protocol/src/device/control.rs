@@ -67,6 +67,7 @@ impl Device {
         self.channel.reset();
         self.messages.close();
         self.actions.clear_scheduled();
+        self.faults.control_ended();
     }
 
     pub(super) fn refresh_heartbeat(&mut self, now: Instant) {

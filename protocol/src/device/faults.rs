@@ -168,6 +168,13 @@ impl Trigger {
         self.pending = self.pending.saturating_add(n);
     }
 
+    /// Forget the things a host asked to hit (the rule stays); whether there were any.
+    pub fn clear_pending(&mut self) -> bool {
+        let had = self.pending > 0;
+        self.pending = 0;
+        had
+    }
+
     /// Whether it may hit anything.
     pub fn armed(&self) -> bool {
         self.rule != Rule::Off || self.pending > 0
@@ -305,6 +312,17 @@ impl Faults {
                 })
                 .map_err(|_| InjectError::Busy),
         }
+    }
+
+    /// The host that asked for faults lost control: what it asked for and is not yet done
+    /// ends with it (requests not yet taken by the I/O layer, frames and resends still to
+    /// hit). The standing rules (`--fault`) stay. An I/O layer ends the faults it already
+    /// carries out on [`super::DeviceEvent::ControlReleased`] and
+    /// [`super::DeviceEvent::HeartbeatExpired`].
+    pub fn control_ended(&mut self) {
+        self.requests.clear();
+        self.frame_drop.clear_pending();
+        self.resend.clear_pending();
     }
 
     /// The next request for the I/O layer.
