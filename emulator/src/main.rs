@@ -118,8 +118,8 @@ struct RunArgs {
     /// A rig of cameras described in a TOML file (docs/virtual-camera.md): each [[camera]]
     /// has its ip and may set serial, width, height, sensor_width, sensor_height,
     /// pixel_format, pattern, fps, images, raw_format, trigger_hz; the rest comes from the
-    /// other options. Replaces --ip and --cameras.
-    #[arg(long, value_name = "FILE", conflicts_with = "cameras")]
+    /// other options. Takes the place of --ip and --cameras (given with either, refused).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cameras", "ip"])]
     rig: Option<std::path::PathBuf>,
     /// Initial image width in pixels (a host may change it up to the sensor width); default
     /// 1920, or the images' width with --images.

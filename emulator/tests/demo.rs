@@ -519,6 +519,11 @@ fn bad_settings_are_refused_before_anything_starts() {
             &["run", "--images", "shots/", "--pattern", "Noise"][..],
             "cannot be used with",
         ),
+        // a rig file names every camera's address: --ip beside it was dropped without a word
+        (
+            &["run", "--rig", "rig.toml", "--ip", "127.0.0.5"][..],
+            "cannot be used with",
+        ),
         // faults the transport cannot carry out: refused, not accepted and never injected
         (
             &["run", "--fault", "ecn:p=0.1"][..],

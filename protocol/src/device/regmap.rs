@@ -219,12 +219,23 @@ impl Device {
             }
             regs::TIMESTAMP_CONTROL => self.clock.control(now, v),
             regs::GVCP_CONFIG => {
-                self.gvcp_config = v
-                    & (regs::GVCP_CONFIG_HEARTBEAT_DISABLE
-                        | regs::GVCP_CONFIG_UNCONDITIONAL_ACTION);
+                // heartbeat disable and unconditional action are offered; pending
+                // acknowledges, extended status codes and IEEE 1588 are not, and a host that
+                // sets them must hear so rather than wait for what never comes
+                let offered =
+                    regs::GVCP_CONFIG_HEARTBEAT_DISABLE | regs::GVCP_CONFIG_UNCONDITIONAL_ACTION;
+                if v & !offered != 0 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                self.gvcp_config = v;
             }
             regs::PENDING_TIMEOUT => self.pending_timeout = v,
-            regs::GVSP_CONFIG => self.gvsp_config = v & regs::GVSP_CONFIG_EXTENDED_ID,
+            regs::GVSP_CONFIG => {
+                if v & !regs::GVSP_CONFIG_EXTENDED_ID != 0 {
+                    return Err(status::INVALID_PARAMETER); // 64-bit block ids only
+                }
+                self.gvsp_config = v;
+            }
             regs::SCP0 => {
                 if (v >> 16) & 0xf != 0 {
                     return Err(status::INVALID_PARAMETER); // one network interface
@@ -247,7 +258,12 @@ impl Device {
             }
             regs::SCPD0 => self.scpd = v,
             regs::SCDA0 => self.scda = Ipv4Addr::from(v),
-            regs::SCCFG0 => self.sccfg = 0, // no optional stream features
+            regs::SCCFG0 => {
+                if v != 0 {
+                    return Err(status::INVALID_PARAMETER); // no optional stream features
+                }
+                self.sccfg = 0;
+            }
             a if let Some(r) = self.messages.write(a, v) => r?,
             a if let Some(r) = self.actions.write(a, v) => r?,
             _ => return Err(status::WRITE_PROTECT),

@@ -328,11 +328,11 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         match offset {
             regs::HOST_SQ_PSN => {
                 settable(locked)?;
-                self.host_sq_psn = v & 0x00ff_ffff;
+                self.host_sq_psn = psn24(v)?;
             }
             regs::HOST_QPN => {
                 settable(locked)?;
-                self.host_qpn = v & 0x00ff_ffff;
+                self.host_qpn = psn24(v)?;
                 if self.state == State::Idle && self.host_qpn != 0 {
                     self.state = State::Configured;
                 }
@@ -345,7 +345,12 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
                 let at = (o - regs::HOST_GID) as usize;
                 self.host_gid[at..at + 4].copy_from_slice(&v.to_be_bytes());
             }
-            regs::HOST_MAC_HI => self.host_mac[0] = v & 0xffff,
+            regs::HOST_MAC_HI => {
+                if v > 0xffff {
+                    return Err(status::INVALID_PARAMETER); // two bytes of MAC
+                }
+                self.host_mac[0] = v;
+            }
             regs::HOST_MAC_LO => self.host_mac[1] = v,
             regs::PATH_MTU => {
                 settable(locked)?;
@@ -361,7 +366,10 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             }
             regs::RETRY => {
                 settable(locked)?;
-                self.retry = v & 0x1f77;
+                if v & !regs::RETRY_FIELDS != 0 {
+                    return Err(status::INVALID_PARAMETER); // reserved bits
+                }
+                self.retry = v;
             }
             regs::TX_TUNING => {
                 if v & 0xff00 != 0 {
@@ -395,9 +403,19 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             }
             regs::CM_PORT => {
                 settable(locked)?;
-                self.cm_port = v & 0xffff;
+                if v > 0xffff {
+                    return Err(status::INVALID_PARAMETER); // a port is 16 bits
+                }
+                self.cm_port = v;
             }
             regs::CONTROL => {
+                if v & !(regs::CONTROL_CONNECT
+                    | regs::CONTROL_DISCONNECT
+                    | regs::CONTROL_CLEAR_COUNTERS)
+                    != 0
+                {
+                    return Err(status::INVALID_PARAMETER); // no such command
+                }
                 if v & regs::CONTROL_CLEAR_COUNTERS != 0 {
                     self.counters = OrspCounters::default();
                 }
@@ -945,6 +963,16 @@ pub fn failure_code(s: WcStatus) -> u16 {
         | WcStatus::RemoteInvalidRequest
         | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
         _ => event::RETRY_EXCEEDED,
+    }
+}
+
+/// A 24-bit field (a QPN or a PSN) written in a 32-bit register: refused when the upper byte
+/// is not zero, rather than cut to a number the host did not write.
+fn psn24(v: u32) -> Result<u32, u16> {
+    if v > 0x00ff_ffff {
+        Err(status::INVALID_PARAMETER)
+    } else {
+        Ok(v)
     }
 }
 

@@ -60,6 +60,10 @@ pub const HOST_RX_WINDOW: u32 = 0x88;
 /// ambiguous.
 pub const MAX_HOST_RX_WINDOW: u32 = 0x7f_ffff;
 
+/// RETRY's fields: bits 2..0 retry_cnt, 6..4 rnr_retry, 12..8 the local ACK timeout
+/// exponent; every other bit is reserved (a write setting one is refused).
+pub const RETRY_FIELDS: u32 = 0x1f77;
+
 /// CONTROL bits.
 pub const CONTROL_CONNECT: u32 = 0x1;
 pub const CONTROL_DISCONNECT: u32 = 0x2;
