@@ -9,6 +9,7 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::rc::Instant;
+use crate::secret::Secret;
 use crate::wire::field::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use crate::wire::pmtu::Pmtu;
 use crate::wire::{BthRepr, DethRepr, IbRepr, IpRepr, Opcode, RoceV2Repr, deth};
@@ -455,8 +456,10 @@ pub struct ListenerConfig {
     pub max_pmtu: Pmtu,
     /// Our CA GUID.
     pub ca_guid: u64,
-    /// Seed for communication IDs (fresh per connection).
-    pub comm_id_seed: u32,
+    /// Key of the communication IDs (a new one per connection, drawn from it): a secret, so
+    /// that no host can tell the next ID from the ones it has seen (in a REJ, say) and forge a
+    /// DREQ.
+    pub comm_id_seed: u64,
 }
 
 /// The parameters of an accepted connection.
@@ -517,6 +520,7 @@ enum Conn {
 pub struct CmListener {
     cfg: ListenerConfig,
     conn: Conn,
+    comm_ids: Secret,
     next_comm_id: u32,
     rep_private: [u8; 196],
     rep_private_len: usize,
@@ -532,7 +536,8 @@ impl CmListener {
         CmListener {
             cfg,
             conn: Conn::Idle,
-            next_comm_id: cfg.comm_id_seed | 1,
+            comm_ids: Secret::new(cfg.comm_id_seed),
+            next_comm_id: 0,
             rep_private: p,
             rep_private_len: n,
             last_rep: [0; MAD_LEN],
@@ -598,12 +603,12 @@ impl CmListener {
     }
 
     fn fresh_comm_id(&mut self) -> u32 {
-        // a new Local Comm ID per connection, so a reconnect is never taken as stale
-        self.next_comm_id = self
-            .next_comm_id
-            .wrapping_mul(0x9e37_79b1)
-            .wrapping_add(0x7f4a_7c15)
-            | 1;
+        // a new Local Comm ID per connection, so a reconnect is never taken as stale; never 0
+        // (no connection) and never the last one
+        let last = self.next_comm_id;
+        while self.next_comm_id == last || self.next_comm_id == 0 {
+            self.next_comm_id = self.comm_ids.next_u32();
+        }
         self.next_comm_id
     }
 

@@ -20,6 +20,7 @@ pub mod device;
 pub mod gev;
 pub mod orsp;
 pub mod rc;
+pub mod secret;
 pub mod splitmix;
 pub mod wire;
 

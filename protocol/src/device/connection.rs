@@ -78,10 +78,11 @@ impl Device {
                     self.cfg.mac[4],
                     self.cfg.mac[5],
                 ]),
-                comm_id_seed: dpsn ^ now.0 as u32,
+                comm_id_seed: self.orsp.draw_secret(),
             };
             // CM_PORT only changes while disconnected, so nothing established is lost here
             self.cm = Some((port, CmListener::new(cfg, &hello)));
+            self.cm_peer = None;
         }
         let admitted = self.cm_admitted(src);
         let Some((_, listener)) = self.cm.as_mut() else {
@@ -98,6 +99,14 @@ impl Device {
             self.counters.cm_refused += 1;
             return true;
         }
+        // a message about the connection (RTU, DREQ, MRA, REJ) counts only from the address
+        // that made it: its communication IDs alone are no proof, since anyone who saw or
+        // guessed them could end the stream
+        let about_connection = cm::MadHeader::parse(mad).is_ok_and(|h| h.attr_id != cm::attr::REQ);
+        if about_connection && self.cm_peer.is_some_and(|p| p != src) {
+            self.counters.cm_foreign += 1;
+            return false;
+        }
         let (ev, reply) = listener.handle_mad(now, mad, out);
         match ev {
             CmEvent::Accepting(a) => {
@@ -105,10 +114,12 @@ impl Device {
                 let pmtu = a.pmtu.bytes().to_be_bytes();
                 listener.patch_rep_private(out, orsp::msg::HELLO_PATH_MTU_OFFSET, &pmtu);
                 self.cm_accepted = Some(a);
+                self.cm_peer = Some(src);
             }
             CmEvent::Established => self.cm_connect(),
             CmEvent::Disconnected => {
                 self.cm_accepted = None;
+                self.cm_peer = None;
                 if self.orsp.is_connected() {
                     self.orsp.disconnect();
                     self.event(DeviceEvent::OrspDisconnected);
@@ -168,6 +179,7 @@ impl Device {
         let resend = l.handle_timeout(now, out);
         if !resend && l.poll_timeout().is_none() && !l.connected() {
             self.cm_accepted = None;
+            self.cm_peer = None;
         }
         resend
     }

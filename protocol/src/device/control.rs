@@ -19,6 +19,23 @@ impl Device {
         self.controller == Some(src)
     }
 
+    /// What register `addr` holding `v` reads to `src`. The numbers that identify the ORSP
+    /// connection (the device's QPN and first PSN, the host's QPN and first PSN) are the
+    /// controlling host's alone: to anyone else they read 0. A bystander who read them could
+    /// forge the RC ACKs and NAKs that end the stream. Everything else reads the same to all.
+    pub(super) fn shown_to(&self, src: SocketAddrV4, addr: u32, v: u32) -> u32 {
+        use crate::orsp::regs as o;
+        let hidden = matches!(
+            addr.wrapping_sub(o::BASE),
+            o::DEVICE_QPN | o::DEVICE_SQ_PSN | o::HOST_QPN | o::HOST_SQ_PSN
+        );
+        if hidden && self.controller != Some(src) {
+            0
+        } else {
+            v
+        }
+    }
+
     pub(super) fn write_ccp(
         &mut self,
         now: Instant,

@@ -243,6 +243,9 @@ pub struct GvcpCounters {
     /// RDMA CM connection requests refused because they did not come from the controlling
     /// application's address.
     pub cm_refused: u64,
+    /// RDMA CM messages about a connection (RTU, DREQ, MRA, REJ) from another address than the
+    /// one whose REQ made it: dropped, whatever their communication IDs say.
+    pub cm_foreign: u64,
 }
 
 /// The last acknowledge sent, kept so a host's retry of a command whose acknowledge was lost
@@ -299,6 +302,9 @@ pub struct Device {
     orsp: OrspChannel<ORSP_BUFFERS>,
     cm: Option<(u16, CmListener)>,
     cm_accepted: Option<cm::Accepted>,
+    /// Where the REQ of the CM connection (accepted or established) came from: every later
+    /// message about it must come from there.
+    cm_peer: Option<core::net::IpAddr>,
     transport_counters: TransportCounters,
     events: Deque<DeviceEvent, 8>,
     counters: GvcpCounters,
@@ -349,6 +355,7 @@ impl Device {
             orsp: OrspChannel::new(cfg.orsp_qpn, cfg.entropy, cfg.orsp_max_pmtu),
             cm: None,
             cm_accepted: None,
+            cm_peer: None,
             transport_counters: TransportCounters::default(),
             events: Deque::new(),
             counters: GvcpCounters::default(),

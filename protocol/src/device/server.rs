@@ -64,9 +64,9 @@ impl Device {
                     }
                     (status::SUCCESS, regs::DISCOVERY_DATA_LEN)
                 }
-                cmd::READREG => self.cmd_readreg(c.payload, body),
+                cmd::READREG => self.cmd_readreg(src, c.payload, body),
                 cmd::WRITEREG => self.cmd_writereg(now, src, c.payload, body),
-                cmd::READMEM => self.cmd_readmem(c.payload, body),
+                cmd::READMEM => self.cmd_readmem(src, c.payload, body),
                 cmd::WRITEMEM => self.cmd_writemem(now, src, c.payload, body),
                 cmd::FORCEIP => match self.cmd_forceip(src, c.payload) {
                     Some(st) => (st, 0),
@@ -108,13 +108,18 @@ impl Device {
         })
     }
 
-    pub(super) fn cmd_readreg(&mut self, p: &[u8], body: &mut [u8]) -> (Status, usize) {
+    pub(super) fn cmd_readreg(
+        &mut self,
+        src: SocketAddrV4,
+        p: &[u8],
+        body: &mut [u8],
+    ) -> (Status, usize) {
         if p.is_empty() || p.len() % 4 != 0 || p.len() > gvcp::MAX_PAYLOAD {
             return (status::INVALID_PARAMETER, 0);
         }
         for (i, a) in p.chunks_exact(4).enumerate() {
             let addr = u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
-            match self.read_reg(addr) {
+            match self.read_reg(addr).map(|v| self.shown_to(src, addr, v)) {
                 Ok(v) => body[i * 4..i * 4 + 4].copy_from_slice(&v.to_be_bytes()),
                 Err(st) => return (st, i * 4),
             }
@@ -138,7 +143,12 @@ impl Device {
         self.write_words(now, src, pairs, 1, body)
     }
 
-    pub(super) fn cmd_readmem(&mut self, p: &[u8], body: &mut [u8]) -> (Status, usize) {
+    pub(super) fn cmd_readmem(
+        &mut self,
+        src: SocketAddrV4,
+        p: &[u8],
+        body: &mut [u8],
+    ) -> (Status, usize) {
         if p.len() != 8 {
             return (status::INVALID_PARAMETER, 0);
         }
@@ -152,7 +162,8 @@ impl Device {
         }
         body[..4].copy_from_slice(&addr.to_be_bytes());
         for i in 0..count / 4 {
-            match self.read_word(addr.wrapping_add(i as u32 * 4)) {
+            let a = addr.wrapping_add(i as u32 * 4);
+            match self.read_word(a).map(|v| self.shown_to(src, a, v)) {
                 Ok(v) => body[4 + i * 4..8 + i * 4].copy_from_slice(&v.to_be_bytes()),
                 Err(st) => return (st, 4),
             }

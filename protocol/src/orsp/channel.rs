@@ -8,7 +8,7 @@ use super::regs;
 use crate::gev::gvsp::{ImageLeader, ImageTrailer, TrailerChunks};
 use crate::gev::status;
 use crate::rc::{Completion, PayloadRef, WcStatus, WorkRequest};
-use crate::splitmix::splitmix64;
+use crate::secret::Secret;
 use crate::wire::pmtu::Pmtu;
 
 /// TX_TUNING's default: DSCP 0, ECN-capable transport ECT(0).
@@ -158,9 +158,10 @@ pub struct OrspChannel<const BUFS: usize> {
     last_error: u16,
     device_qpn: u32,
     device_sq_psn: u32,
-    /// State of the generator the device's QPN and first PSN are drawn from; the I/O layer
-    /// stirs in real entropy ([`Self::reseed`]) so neither can be guessed by another host.
-    rng: u64,
+    /// The generator the device's QPN, first PSN and CM communication IDs are drawn from;
+    /// the I/O layer stirs in real entropy ([`Self::reseed`]) so none can be guessed by
+    /// another host.
+    rng: Secret,
     /// A transport (verbs) set the real QPN: never draw one.
     qpn_fixed: bool,
     host_sq_psn: u32,
@@ -199,12 +200,13 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// [`Self::reseed`] or disconnect draws another; `entropy` seeds the first PSN (pass real
     /// randomness: the OS's, or the board's).
     pub fn new(device_qpn: u32, entropy: u64, max_pmtu: Pmtu) -> Self {
-        let rng = splitmix64(entropy);
+        let mut rng = Secret::new(entropy);
+        let first_psn = rng.next_u32() & 0x00ff_ffff;
         OrspChannel {
             state: State::Idle,
             last_error: 0,
             device_qpn: device_qpn & 0x00ff_ffff,
-            device_sq_psn: (rng >> 8) as u32 & 0x00ff_ffff,
+            device_sq_psn: first_psn,
             rng,
             qpn_fixed: false,
             host_sq_psn: 0,
@@ -563,7 +565,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     /// this at start-up and after every connection ends, so a host that is not in control
     /// cannot predict the numbers of the next connection.
     pub fn reseed(&mut self, entropy: u64) {
-        self.rng = splitmix64(self.rng ^ entropy);
+        self.rng.stir(entropy);
         if !self.is_connected() {
             self.draw_numbers();
         }
@@ -571,11 +573,16 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
 
     /// A QPN (24 bits, never the reserved 0 and 1, never below 0x100) and a first PSN.
     fn draw_numbers(&mut self) {
-        self.rng = splitmix64(self.rng);
-        self.device_sq_psn = (self.rng >> 8) as u32 & 0x00ff_ffff;
+        let r = self.rng.next_u64();
+        self.device_sq_psn = r as u32 & 0x00ff_ffff;
         if !self.qpn_fixed {
-            self.device_qpn = 0x100 + ((self.rng >> 32) as u32 % (0x0100_0000 - 0x100));
+            self.device_qpn = 0x100 + ((r >> 32) as u32 % (0x0100_0000 - 0x100));
         }
+    }
+
+    /// A key for the RDMA CM's communication IDs, from the same secret generator.
+    pub fn draw_secret(&mut self) -> u64 {
+        self.rng.next_u64()
     }
 
     /// Lower the largest path MTU the camera takes (ORSP_CAPS bits 11..8, and the limit of a
