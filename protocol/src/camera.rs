@@ -107,6 +107,9 @@ pub struct CameraCounters {
     pub dropped: u64,
     /// Frames too large for a frame slot (not sent).
     pub frames_too_large: u64,
+    /// RoCEv2 packets received with a wrong ICRC, dropped unread as an RDMA NIC drops them
+    /// ([`Camera::handle_udp`]).
+    pub bad_icrc: u64,
 }
 
 /// Payload bytes for the requester: frame memory below [`MSG_HANDLE_BASE`], message slots above.
@@ -177,6 +180,8 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     queue_slack_ns: u64,
     /// Packets are built by a data mover from descriptors ([`crate::rc::offload`]).
     icrc_offload: bool,
+    /// The ICRC check of what arrives on a UDP socket ([`Camera::handle_udp`]).
+    icrc_check: crate::wire::socket_icrc::SocketIcrcCheck,
 }
 
 impl<S: FrameSource, M: FrameMemory> core::fmt::Debug for Camera<S, M> {
@@ -223,6 +228,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             entropy: None,
             queue_slack_ns: crate::rc::QUEUE_SLACK_NS,
             icrc_offload: false,
+            icrc_check: crate::wire::socket_icrc::SocketIcrcCheck::new(),
         }
     }
 
@@ -507,8 +513,27 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         }
     }
 
-    /// The InfiniBand part of a received packet (a UDP socket cannot see the IP header, so the
-    /// ICRC is not checked there: `docs/orsp-spec.md` §8).
+    /// A RoCEv2 datagram received on a UDP socket from `src` at `dst` (BTH to ICRC): its ICRC
+    /// is checked against the headers it must have had, as an RDMA NIC checks it, and a packet
+    /// whose ICRC is wrong is dropped unread and counted (`bad_icrc`); the rest goes to
+    /// [`Self::handle_ib`]. Returns whether the packet was taken.
+    pub fn handle_udp(
+        &mut self,
+        now: Instant,
+        src: core::net::SocketAddr,
+        dst: core::net::SocketAddr,
+        ib: &[u8],
+    ) -> bool {
+        if !self.icrc_check.ok(src, dst, ib) {
+            self.counters.bad_icrc += 1;
+            return false;
+        }
+        self.handle_ib(now, src.ip(), dst.ip(), 0, ib);
+        true
+    }
+
+    /// The InfiniBand part of a received packet whose ICRC was checked (or could not be: a
+    /// verbs NIC checks it itself): [`Self::handle_udp`] for what a UDP socket hands over.
     pub fn handle_ib(&mut self, now: Instant, src: IpAddr, dst: IpAddr, ecn: u8, ib: &[u8]) {
         if ib.first() == Some(&Opcode::UD_SEND_ONLY.0) {
             self.handle_gsi(now, src, ib);

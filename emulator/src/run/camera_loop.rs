@@ -632,7 +632,16 @@ impl CameraLoop {
             if !readable {
                 break;
             }
-            let n = r.socket.recv_batch(&mut r.rx);
+            // as an RNIC: a packet whose ICRC is wrong is dropped before anything reads it
+            let bad_before = r.socket.icrc_drops;
+            let n = r.socket.recv_checked_batch(&mut r.rx);
+            if r.socket.icrc_drops > bad_before && bad_before == 0 {
+                warn!(
+                    "dropped a RoCEv2 packet with a bad ICRC, as an RDMA NIC drops it: the host \
+                     computes its ICRC wrong (docs/orsp-spec.md, RoCEv2 on the wire), or the \
+                     packet was damaged or forged; the summary counts them"
+                );
+            }
             for (src, ib) in r.rx.datagrams() {
                 self.cam.handle_ib(now(), src, local, 0, ib);
             }
@@ -851,6 +860,7 @@ impl CameraLoop {
             injected[k as usize] = device_counts[k as usize];
         }
         self.summary.faults = crate::fault::FaultCounts(injected);
+        self.summary.bad_icrc = self.roce.as_ref().map_or(0, |r| r.socket.icrc_drops);
         let d = self.cam.device();
         let (s, g, ev, ac) = (
             d.stream_counters(),

@@ -37,6 +37,9 @@ pub struct CameraSummary {
     pub timeouts: u64,
     /// ORSP connections made.
     pub orsp_connections: u64,
+    /// RoCEv2 packets that came with a bad ICRC and were dropped unread, as an RDMA NIC
+    /// drops them (a host computing its ICRC wrong, or a damaged or forged packet).
+    pub bad_icrc: u64,
     /// Faults injected, by kind.
     pub faults: crate::fault::FaultCounts,
     /// Datagrams that arrived while the camera was silent (a silence or reboot fault) and were
@@ -59,6 +62,11 @@ impl CameraSummary {
         } else {
             String::new()
         };
+        let bad_icrc = if self.bad_icrc > 0 {
+            format!("; {} RoCEv2 packets with a bad ICRC dropped", self.bad_icrc)
+        } else {
+            String::new()
+        };
         let behind = if self.frames_behind > 0 {
             format!(
                 "; {} frames behind AcquisitionFrameRate (the stream could not carry the rate)",
@@ -70,7 +78,7 @@ impl CameraSummary {
         format!(
             "camera {} ({}): GVSP {} frames, {} packets, {} resent, {} of {} resend requests unavailable; \
              ORSP {} frames, {} dropped, {} connections; RoCE {} packets, {} retransmitted, {} sequence NAKs, \
-             {} RNR NAKs, {} CNPs, {} timeouts; faults: {}{silenced}{behind}",
+             {} RNR NAKs, {} CNPs, {} timeouts{bad_icrc}; faults: {}{silenced}{behind}",
             self.ip,
             self.serial,
             self.gvsp_frames,

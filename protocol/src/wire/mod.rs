@@ -17,6 +17,7 @@ pub mod opcode;
 pub mod pmtu;
 pub mod reth;
 pub mod roce;
+pub mod socket_icrc;
 pub mod template;
 pub mod udp;
 
