@@ -429,7 +429,7 @@ type Captured = (DataLink, Vec<u8>, bool);
 /// Every frame of a capture with its link type, in order, and a warning if the capture ends in a
 /// cut block (its writer was killed): the packets before it are still returned, as tshark does.
 /// `-` is standard input (`tcpdump -w - | rdmacam inspect -`), read to its end.
-fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
+fn frames(path: &Path) -> Result<(Vec<Captured>, Option<Tail>), String> {
     if path == Path::new("-") {
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
@@ -440,8 +440,71 @@ fn frames(path: &Path) -> Result<(Vec<Captured>, Option<String>), String> {
     frames_of(&bytes, &path.display().to_string())
 }
 
+/// How a capture that could not be read to its end ends.
+#[derive(Debug)]
+enum Tail {
+    /// Its last record is cut short (a writer killed mid-write): everything before is whole.
+    Cut(String),
+    /// A record before its end is damaged: the rest of the file is not read.
+    Damaged(String),
+}
+
+/// Where a capture's structure breaks before its end, walking its records (pcap) or blocks
+/// (pcapng) by their lengths: `None` when every record is whole but possibly the last, which
+/// may run past the end of the file (a cut tail). A length no capture writes (past pcap's
+/// snap length, a pcapng block under 12 bytes, not a multiple of 4, or whose trailing copy
+/// differs) is damage.
+fn damaged_at(b: &[u8]) -> Option<usize> {
+    let u32_at = |at: usize, le: bool| {
+        let w: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
+        Some(if le {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        } as usize)
+    };
+    if b.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a]) {
+        let mut le = true;
+        let mut at = 0;
+        while at + 12 <= b.len() {
+            if b[at..at + 4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+                le = b.get(at + 8..at + 12) == Some(&[0x4d, 0x3c, 0x2b, 0x1a]);
+            }
+            let len = u32_at(at + 4, le)?;
+            if len < 12 || len % 4 != 0 || len > 1 << 26 {
+                return Some(at);
+            }
+            if at + len > b.len() {
+                return None;
+            }
+            if u32_at(at + len - 4, le) != Some(len) {
+                return Some(at);
+            }
+            at += len;
+        }
+        return None;
+    }
+    let le = matches!(
+        b.get(..4),
+        Some([0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1])
+    );
+    let snap = u32_at(16, le)?.clamp(65_535, 1 << 18);
+    let mut at = 24;
+    while at + 16 <= b.len() {
+        let (incl, orig) = (u32_at(at + 8, le)?, u32_at(at + 12, le)?);
+        if incl > snap || incl > orig {
+            return Some(at);
+        }
+        if at + 16 + incl > b.len() {
+            return None;
+        }
+        at += 16 + incl;
+    }
+    None
+}
+
 /// [`frames`] of a capture held in memory; `name` goes into the messages.
-fn frames_of(bytes: &[u8], name: &str) -> Result<(Vec<Captured>, Option<String>), String> {
+fn frames_of(bytes: &[u8], name: &str) -> Result<(Vec<Captured>, Option<Tail>), String> {
     let magic: [u8; 4] = bytes
         .get(..4)
         .and_then(|m| m.try_into().ok())
@@ -449,8 +512,17 @@ fn frames_of(bytes: &[u8], name: &str) -> Result<(Vec<Captured>, Option<String>)
     let file = bytes;
     let bad = |e: pcap_file::PcapError| format!("{name} is not a readable capture: {e}");
     let mut out = Vec::new();
-    let cut = |n: usize, e: pcap_file::PcapError| {
-        format!("{name} ends in a cut packet after {n} whole ones (was its writer killed?): {e}")
+    // a read error in the last record is a writer killed mid-write (a warning: what came
+    // before is whole); one before it is damage, and what follows it goes unread (exit 2)
+    let cut = |n: usize, e: pcap_file::PcapError| match damaged_at(file) {
+        None => Tail::Cut(format!(
+            "{name} ends in a cut packet after {n} whole ones (was its writer killed?): {e}"
+        )),
+        Some(at) => Tail::Damaged(format!(
+            "{name} is damaged at byte {at}, after {n} whole packets: the {} bytes from there \
+             are not read, and nothing in them is judged ({e})",
+            file.len() - at
+        )),
     };
     if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
         let mut r = PcapNgReader::new(file).map_err(bad)?;
@@ -502,7 +574,10 @@ fn frames_of(bytes: &[u8], name: &str) -> Result<(Vec<Captured>, Option<String>)
 /// Every RoCE packet of a capture as `rdmacam inspect` judges it (`icrc` is `ok`, `bad` or
 /// `unverifiable`), for tests and tools.
 pub fn packets(path: &Path, port: u16) -> Result<Vec<RocePacket>, String> {
-    let (frames, _) = frames(path)?;
+    let (frames, tail) = frames(path)?;
+    if let Some(Tail::Damaged(d)) = tail {
+        return Err(d);
+    }
     Ok(judge(&frames, port))
 }
 
@@ -553,10 +628,13 @@ const ROCEV2_PORT: u16 = 4791;
 /// `port`: packets to or from this UDP port only; `None`: every conversation found
 /// ([`roce_ports`]).
 pub fn run(path: &Path, port: Option<u16>, json: bool) -> ExitCode {
+    let mut damaged = None;
     let frames = match frames(path) {
-        Ok((f, warning)) => {
-            if let Some(w) = warning {
-                eprintln!("rdmacam inspect: warning: {w}");
+        Ok((f, tail)) => {
+            match tail {
+                Some(Tail::Cut(w)) => eprintln!("rdmacam inspect: warning: {w}"),
+                Some(Tail::Damaged(d)) => damaged = Some(d),
+                None => {}
             }
             f
         }
@@ -618,6 +696,11 @@ pub fn run(path: &Path, port: Option<u16>, json: bool) -> ExitCode {
     }
     // A closed pipe (`| head`) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
+    if let Some(d) = damaged {
+        // what was read is judged above; the rest may hide anything: not a clean bill
+        eprintln!("rdmacam inspect: {d}");
+        return ExitCode::from(2);
+    }
     if sum.icrc_bad > 0 {
         ExitCode::from(1)
     } else {

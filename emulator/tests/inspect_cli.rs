@@ -424,3 +424,47 @@ fn both_directions_of_a_conversation_on_any_ports_are_followed() {
     let (_, text, _) = inspect(&[cap.to_str().unwrap()]);
     assert!(text.contains("0 with a bad ICRC"), "{text}");
 }
+
+/// A capture damaged before its end is not a clean bill: what is read is judged and printed,
+/// and the exit status is 2 with the byte where reading stopped. Before, a damaged record
+/// header mid-file was taken for a cut tail, the packets after it (a bad ICRC among them) went
+/// unread, and `inspect` exited 0. A cut last record stays a warning (exit 0).
+#[test]
+fn a_capture_damaged_before_its_end_exits_2_and_says_where() {
+    let mut good = std::fs::read(testdata("rocev2-vectors-a-g.pcap")).unwrap();
+    // spoil the last packet's ICRC: a verdict the damage must not hide
+    let n = good.len();
+    good[n - 1] ^= 0xff;
+    // the third record's captured length: past any snap length
+    let mut at = 24;
+    for _ in 0..2 {
+        let incl = u32::from_le_bytes(good[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + incl;
+    }
+    let mut damaged = good.clone();
+    damaged[at + 8..at + 12].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("damaged.pcap");
+    std::fs::write(&p, &damaged).unwrap();
+    let (code, out, err) = inspect(&[p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("summary: 2 RoCE packets"), "{out}");
+    assert!(
+        err.contains(&format!("is damaged at byte {at}, after 2 whole packets")),
+        "{err}"
+    );
+    // the same file cut inside its last record: a warning, and the verdicts of the rest
+    let cut = &good[..n - 10];
+    std::fs::write(&p, cut).unwrap();
+    let (code, out, err) = inspect(&[p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("cut packet after 6 whole ones"), "{err}");
+}
+
+/// `--port 0` matched nothing, checked nothing and exited 0: it is refused.
+#[test]
+fn port_0_is_refused() {
+    let (code, _, err) = inspect(&["--port", "0", "x.pcap"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("0 is not in 1..=65535"), "{err}");
+}
