@@ -23,8 +23,8 @@ struct Cli {
 enum Command {
     /// Check every RoCE packet of a pcap/pcapng capture: one line per packet with its ICRC verdict.
     ///
-    /// Exit status: 0 when every RoCE packet's ICRC is good, 1 when any is bad, 2 when the file
-    /// cannot be read.
+    /// Exit status: 0 when every RoCE packet's ICRC is good, 1 when any is bad, 2 when the file,
+    /// or a part of it before its end, cannot be read.
     Inspect {
         /// The capture (pcap or pcapng; Ethernet, Linux cooked v1/v2 or raw IP link types), or
         /// `-` for standard input (`tcpdump -w - ... | rdmacam inspect -`, checked once it ends).
@@ -32,7 +32,7 @@ enum Command {
         /// Check only packets to or from this UDP port. Default: 4791 and every port a packet
         /// with a valid RoCEv2 ICRC was sent to or from, so both directions of a conversation
         /// on any ports are followed.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         port: Option<u16>,
         /// Print JSON lines instead of text (fields in docs/inspect.md).
         #[arg(long)]
@@ -290,9 +290,44 @@ fn parse_version(s: &str) -> Result<(u16, u16), String> {
     ))
 }
 
+/// The stop flag of a camera that serves from now on: Ctrl-C sets it from here.
+fn serving(s: &Ctrl) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    s.serving.store(true, std::sync::atomic::Ordering::SeqCst);
+    s.stop.clone()
+}
+
+/// What Ctrl-C does: exit while loading, set `stop` once serving.
+struct Ctrl {
+    serving: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+fn on_ctrl_c() -> Result<Ctrl, ctrlc::Error> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let c = Ctrl {
+        serving: Arc::new(AtomicBool::new(false)),
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let (serving, stop) = (c.serving.clone(), c.stop.clone());
+    ctrlc::set_handler(move || {
+        if serving.load(Ordering::SeqCst) {
+            stop.store(true, Ordering::SeqCst);
+        } else {
+            eprintln!("rdmacam run: interrupted before the camera started");
+            std::process::exit(130);
+        }
+    })?;
+    Ok(c)
+}
+
 fn demo_cmd(a: DemoArgs) -> ExitCode {
     if !(0.0..1.0).contains(&a.loss) {
-        eprintln!("rdmacam demo: --loss must be in 0..1");
+        eprintln!(
+            "rdmacam demo: --loss {} is not a chance the demo takes: at least 0 and below 1 \
+             (0.2 loses a packet in five; 1 would lose every packet, and nothing would arrive)",
+            a.loss
+        );
         return ExitCode::from(2);
     }
     init_logging("warn");
@@ -410,6 +445,17 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             init_logging("info");
+            // Ctrl-C (and SIGTERM) work from the first moment: while the camera loads (a rig
+            // file on a FIFO, a folder of images) they end the process at once; once it serves,
+            // they stop it cleanly, with its summary. The handler used to come after loading
+            // only to set a flag that nothing read while a FIFO blocked.
+            let started = match on_ctrl_c() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("rdmacam run: cannot install the Ctrl-C handler: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let images = match &a.images {
                 Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {
                     Ok(set) => Some(std::sync::Arc::new(set)),
@@ -461,24 +507,14 @@ fn main() -> ExitCode {
                 faults: a.faults,
                 ..opts
             };
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            {
-                let stop = stop.clone();
-                if let Err(e) = ctrlc::set_handler(move || {
-                    stop.store(true, std::sync::atomic::Ordering::SeqCst)
-                }) {
-                    eprintln!("rdmacam run: cannot install the Ctrl-C handler: {e}");
-                    return ExitCode::from(2);
-                }
-            }
             let r = match &a.rig {
                 Some(file) => rdmacam::rig::Rig::load(file)
                     .and_then(|rig| {
                         rig.options(&opts, file.parent().unwrap_or(std::path::Path::new(".")))
                     })
-                    .and_then(|all| run::run_all(all, stop)),
+                    .and_then(|all| run::run_all(all, serving(&started))),
                 None => run::camera_addresses(&a.ip, a.cameras)
-                    .and_then(|ips| run::run_cameras(opts, &ips, stop)),
+                    .and_then(|ips| run::run_cameras(opts, &ips, serving(&started))),
             };
             match r {
                 Ok(cameras) => {
@@ -493,7 +529,15 @@ fn main() -> ExitCode {
                     if a.json {
                         println!("{}", serde_json::json!({ "cameras": cameras }));
                     }
-                    ExitCode::SUCCESS
+                    let errors: Vec<&String> = cameras.iter().flat_map(|c| &c.errors).collect();
+                    for e in &errors {
+                        eprintln!("rdmacam run: {e}");
+                    }
+                    if errors.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    }
                 }
                 Err(e) => {
                     eprintln!("rdmacam run: {e:#}");

@@ -34,6 +34,9 @@ use crate::run::RunOptions;
 /// The most cameras one process serves (a rig, or `--cameras`).
 pub const MAX_CAMERAS: usize = 256;
 
+/// The longest rig file read.
+pub const MAX_RIG_BYTES: u64 = 1 << 20;
+
 /// One camera of a rig file.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -96,14 +99,41 @@ impl Rig {
 
     /// Read and parse `path`.
     pub fn load(path: &Path) -> Result<Rig> {
-        let text = std::fs::read_to_string(path)
+        use std::io::Read;
+        // a rig file is a few lines per camera: reading stops past MAX_RIG_BYTES, so a path
+        // to /dev/zero or a huge file is refused instead of read until memory runs out
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_RIG_BYTES + 1).read_to_string(&mut text))
             .with_context(|| format!("cannot read {}", path.display()))?;
+        if text.len() as u64 > MAX_RIG_BYTES {
+            bail!(
+                "{} is larger than {} KiB: not a rig file ({MAX_CAMERAS} cameras take a few \
+                 KiB)",
+                path.display(),
+                MAX_RIG_BYTES >> 10
+            );
+        }
         Rig::parse(&text).with_context(|| format!("{}", path.display()))
     }
 
     /// The run options of each camera: `base` with the camera's settings over it; image paths
     /// are relative to `dir` (the rig file's directory).
     pub fn options(&self, base: &RunOptions, dir: &Path) -> Result<Vec<RunOptions>> {
+        self.options_within(base, dir, rdmacam_io::images::MAX_SET_BYTES)
+    }
+
+    /// [`Self::options`], the images of all cameras together holding at most `cap` bytes.
+    /// Cameras that name the same images (path and raw format) share one loaded set: six
+    /// cameras on one 256 MiB folder held six copies, 1.6 GB, with no limit on the sum.
+    pub fn options_within(
+        &self,
+        base: &RunOptions,
+        dir: &Path,
+        cap: u64,
+    ) -> Result<Vec<RunOptions>> {
+        let mut loaded: Vec<(String, Option<RawFormat>, Arc<ImageSet>)> = Vec::new();
+        let mut held = base.images.as_ref().map_or(0, |s| s.bytes());
         self.camera
             .iter()
             .enumerate()
@@ -146,13 +176,31 @@ impl Rig {
                         .map(str::parse)
                         .transpose()
                         .with_context(what)?;
-                    let path = dir.join(spec);
-                    let set = ImageSet::load(&path.to_string_lossy(), raw).with_context(what)?;
+                    let path = dir.join(spec).to_string_lossy().into_owned();
+                    let set = match loaded.iter().find(|(p, r, _)| *p == path && *r == raw) {
+                        Some((_, _, set)) => set.clone(),
+                        None => {
+                            let set = Arc::new(ImageSet::load(&path, raw).with_context(what)?);
+                            held += set.bytes();
+                            if held > cap {
+                                bail!(
+                                    "{}: the rig's images take {} MiB together with this \
+                                     camera's, more than the {} MiB one process holds; \
+                                     cameras that name the same images share one copy",
+                                    what(),
+                                    held.div_ceil(1 << 20),
+                                    cap >> 20
+                                );
+                            }
+                            loaded.push((path, raw, set.clone()));
+                            set
+                        }
+                    };
                     d.sensor_width = set.width();
                     d.sensor_height = set.height();
                     d.width = set.width();
                     d.height = set.height();
-                    o.images = Some(Arc::new(set));
+                    o.images = Some(set);
                 }
                 if let Some(v) = c.sensor_width {
                     d.sensor_width = v;
@@ -176,6 +224,72 @@ impl Rig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rig file is read up to 1 MiB: /dev/zero used to be read until the kernel killed the
+    /// process (24 GB).
+    #[test]
+    fn an_endless_rig_file_is_refused_not_read_to_the_end() {
+        let e = format!("{:#}", Rig::load(Path::new("/dev/zero")).unwrap_err());
+        assert!(
+            e.contains("/dev/zero is larger than 1024 KiB: not a rig file"),
+            "{e}"
+        );
+    }
+
+    /// Cameras naming the same images share one loaded set, and the sets of a rig together
+    /// stay within one cap: each camera loaded its own copy with no limit on the sum.
+    #[test]
+    fn cameras_on_the_same_images_share_them_and_a_rig_holds_at_most_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        for folder in ["a", "b"] {
+            std::fs::create_dir(dir.path().join(folder)).unwrap();
+            for k in 0..2 {
+                image::GrayImage::new(64, 64)
+                    .save(dir.path().join(folder).join(format!("{k}.png")))
+                    .unwrap();
+            }
+        }
+        let rig = |folders: &[&str]| {
+            let cams: String = folders
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    format!(
+                        "[[camera]]\nip = \"127.0.0.{}\"\nimages = \"{f}/\"\n",
+                        10 + i
+                    )
+                })
+                .collect();
+            Rig::parse(&cams).unwrap()
+        };
+        let base = RunOptions::new(Ipv4Addr::LOCALHOST, "RIG");
+        // one set: 2 images of 64x64 grey at 16 bits
+        let one = 2 * 64 * 64 * 2;
+        let all = rig(&["a"; 6])
+            .options_within(&base, dir.path(), one)
+            .unwrap();
+        let first = all[0].images.as_ref().unwrap();
+        assert!(
+            all.iter()
+                .all(|o| Arc::ptr_eq(o.images.as_ref().unwrap(), first))
+        );
+        // two sets need twice the memory: refused under a cap of one, naming the camera
+        let e = format!(
+            "{:#}",
+            rig(&["a", "b"])
+                .options_within(&base, dir.path(), one)
+                .unwrap_err()
+        );
+        assert!(
+            e.contains("camera 127.0.0.11 in the rig: the rig's images take 1 MiB together"),
+            "{e}"
+        );
+        assert!(
+            rig(&["a", "b"])
+                .options_within(&base, dir.path(), 2 * one)
+                .is_ok()
+        );
+    }
 
     #[test]
     fn a_rig_parses_and_refuses_what_it_should() {

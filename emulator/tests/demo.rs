@@ -287,12 +287,49 @@ fn check_super_packet(ip: &[u8], n: &mut WireCount) {
 
 #[test]
 fn demo_rejects_a_bad_loss_probability() {
+    // 1 read "must be in 0..1", which it looks to be: the message says what is taken
+    for loss in ["1.5", "1", "-0.1"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+            .args(["demo", &format!("--loss={loss}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "--loss {loss} is not a chance the demo takes: at least 0 and below 1"
+            )),
+            "{err}"
+        );
+    }
+}
+
+/// A latency log the camera cannot write (a full disk: /dev/full) ends the log, not the run:
+/// the summary comes, the error names the file, and the exit status is 1. It used to end the
+/// camera with "No space left on device", no file named and no summary.
+#[test]
+fn a_latency_log_that_cannot_be_written_is_named_and_the_summary_kept() {
     let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args(["demo", "--loss", "1.5"])
+        .args(["run", "--ip", "127.0.0.1", "--gvcp-port", "19710"])
+        .args(["--transport", "udp", "--roce-port", "18060"])
+        .args(["--host-roce-port", "18061", "--latency-log", "/dev/full"])
+        .args(["--duration", "1", "--json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--loss must be in 0..1"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    let errors = v["cameras"][0]["errors"].to_string();
+    assert!(
+        errors.contains("cannot write the latency log /dev/full"),
+        "{errors}"
+    );
+    assert!(
+        stderr.contains("/dev/full: No space left on device"),
+        "{stderr}"
+    );
 }
 
 /// `rdmacam run --transport udp` on 127.0.0.1 with the RDMA CM listener on 7471, for 20 s, on
@@ -1245,4 +1282,48 @@ fn the_readme_demo_as_an_unprivileged_user_resends_nothing() {
             if root { 65534 } else { uid }
         );
     }
+}
+
+/// Ctrl-C works from the first moment: a rig file on a FIFO that nobody writes blocks the
+/// loading, and SIGINT ends the process at once (exit 130, saying so). The handler used to be
+/// installed before loading only to set a flag nothing read: the camera hung on until killed.
+#[test]
+fn ctrl_c_ends_a_camera_still_loading_its_rig() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("rig.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut cam = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
+        .args(["run", "--transport", "udp", "--rig"])
+        .arg(&fifo)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let _ = Command::new("kill")
+        .args(["-INT", &cam.id().to_string()])
+        .status();
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = cam.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = cam.kill();
+            panic!("Ctrl-C did not end a camera loading its rig from a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let mut err = String::new();
+    std::io::Read::read_to_string(cam.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("interrupted before the camera started"),
+        "{err}"
+    );
 }

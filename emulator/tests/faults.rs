@@ -530,3 +530,38 @@ fn packets_with_a_bad_icrc_are_dropped_unread_and_counted() {
     );
     assert_eq!(n(&cams[0], "retransmitted"), 0, "{}", cams[0]);
 }
+
+/// A run without --frames that loses its camera and reconnects counts as expected what the
+/// camera sent and dropped in every connection, the lost one included. The lost connection's
+/// share was 0: after a silence longer than the heartbeat, the host printed "237 of 147 frames
+/// received" and exited 0.
+#[test]
+fn a_run_that_reconnects_never_expects_fewer_frames_than_it_received() {
+    let ports = (19700, 18050, 18051);
+    let cam = camera("127.0.0.1", ports, &[]);
+    let mut o = host("127.0.0.1", "127.0.0.1", ports, 0);
+    o.frames = None;
+    o.duration = Some(Duration::from_secs(6));
+    o.inject = vec!["40:ControlSilence:5000".parse().unwrap()];
+    let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
+    stop(cam);
+    let s = match r {
+        Ok(s) => s,
+        Err(e) => e
+            .downcast_ref::<rdmacam_hil::run::StreamFailed>()
+            .unwrap_or_else(|| panic!("{e:#}"))
+            .summary
+            .clone(),
+    };
+    assert!(
+        s.reconnects >= 1,
+        "the camera was lost and found again: {s:?}"
+    );
+    assert!(s.frames_received > 40, "{s:?}");
+    assert!(
+        s.frames_expected >= s.frames_received + s.frames_dropped,
+        "{} of {} frames received: {s:?}",
+        s.frames_received,
+        s.frames_expected
+    );
+}

@@ -112,16 +112,21 @@ pub fn files(spec: &str) -> Result<Vec<PathBuf>> {
         n.rsplit_once('.')
             .is_some_and(|(_, e)| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
     };
+    // what makes a glob: `*`, `?`, `[...]` and `{a,b}` (globset's syntax); a file whose name
+    // holds one of them is still that file
+    const GLOB: [char; 4] = ['*', '?', '[', '{'];
     let found = if path.is_dir() {
         listed(path, &known)?
-    } else if spec.contains(['*', '?']) {
+    } else if path.is_file() {
+        vec![path.to_path_buf()]
+    } else if spec.contains(GLOB) {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
         let pattern = path
             .file_name()
             .and_then(|n| n.to_str())
             .context("a glob's last component must be UTF-8")?;
-        if dir.is_some_and(|d| d.to_string_lossy().contains(['*', '?'])) {
-            bail!("--images: only the last path component may hold * or ?");
+        if dir.is_some_and(|d| d.to_string_lossy().contains(GLOB)) {
+            bail!("--images: only the last path component may hold *, ?, [...] or {{a,b}}");
         }
         // globset compiles the pattern to an automaton: linear in the name, where a
         // backtracking matcher took seconds for `*a*a*a*a*b` against one long name
@@ -129,8 +134,6 @@ pub fn files(spec: &str) -> Result<Vec<PathBuf>> {
             .with_context(|| format!("--images {spec}: not a glob"))?
             .compile_matcher();
         listed(dir.unwrap_or(Path::new(".")), &|n| glob.is_match(n))?
-    } else if path.is_file() {
-        vec![path.to_path_buf()]
     } else {
         bail!("--images {spec}: no such file or directory");
     };
@@ -156,23 +159,27 @@ fn is_raw(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("raw"))
 }
 
-/// An image's size from its header (or the raw format) without decoding it.
-fn dimensions(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32)> {
+/// An image's size, and whether it is in colour, from its header (or the raw format) without
+/// decoding it.
+fn dimensions(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32, bool)> {
+    use image::ImageDecoder;
     if is_raw(path) {
         return match raw {
-            Some(r) => Ok((r.width, r.height)),
+            Some(r) => Ok((r.width, r.height, r.pixel_format == PixelFormat::Rgb8)),
             None => bail!(
                 "{}: a raw file needs --raw-format WIDTHxHEIGHT:FORMAT",
                 path.display()
             ),
         };
     }
-    image::ImageReader::open(path)
+    let d = image::ImageReader::open(path)
         .with_context(|| format!("cannot open {}", path.display()))?
         .with_guessed_format()
         .with_context(|| format!("cannot read {}", path.display()))?
-        .into_dimensions()
-        .with_context(|| format!("{} is not an image this build reads", path.display()))
+        .into_decoder()
+        .with_context(|| format!("{} is not an image this build reads", path.display()))?;
+    let (w, h) = d.dimensions();
+    Ok((w, h, d.color_type().has_color()))
 }
 
 fn decode(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32, Pixels)> {
@@ -214,10 +221,15 @@ fn decode(path: &Path, raw: Option<RawFormat>) -> Result<(u32, u32, Pixels)> {
         };
         return Ok((r.width, r.height, px));
     }
-    let img = image::ImageReader::open(path)
+    let mut reader = image::ImageReader::open(path)
         .with_context(|| format!("cannot open {}", path.display()))?
         .with_guessed_format()
-        .with_context(|| format!("cannot read {}", path.display()))?
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    // the set's memory was bounded from the headers ([`ImageSet::load`]): the decoder's own
+    // 512 MiB limit would refuse a colour image the set has room for, as "Memory limit
+    // exceeded"
+    reader.no_limits();
+    let img = reader
         .decode()
         .with_context(|| format!("{} is not an image this build reads", path.display()))?;
     let (w, h) = (img.width(), img.height());
@@ -238,7 +250,7 @@ impl ImageSet {
         let mut size: Option<(u32, u32, &Path)> = None;
         let mut least: u64 = 0;
         for n in &names {
-            let (w, h) = dimensions(n, raw)?;
+            let (w, h, colour) = dimensions(n, raw)?;
             if !(16..=MAX_SIDE).contains(&w) || !(1..=MAX_SIDE).contains(&h) {
                 bail!(
                     "{}: {w}x{h}; images are 16 to {MAX_SIDE} pixels wide and 1 to {MAX_SIDE} \
@@ -255,14 +267,20 @@ impl ImageSet {
                 ),
                 Some(_) => {}
             }
-            // grey: 2 bytes a pixel at least
-            least += 2 * u64::from(w) * u64::from(h);
+            // 16 bits a sample: grey 2 bytes a pixel, colour 6
+            least += if colour { 6 } else { 2 } * u64::from(w) * u64::from(h);
         }
         let too_much = |held: u64| {
             anyhow::anyhow!(
-                "--images {spec}: {} images take {} MiB at 16 bits per sample, more than the \
-                 {} MiB a set may hold; fewer or smaller images",
+                "--images {spec}: {} {} {} MiB at 16 bits per sample, more than the \
+                 {} MiB a set may hold; fewer or smaller images (or grey ones: a third of \
+                 colour's)",
                 names.len(),
+                if names.len() == 1 {
+                    "image takes"
+                } else {
+                    "images take"
+                },
                 held.div_ceil(1 << 20),
                 MAX_SET_BYTES >> 20
             )
@@ -294,6 +312,11 @@ impl ImageSet {
             width,
             height,
         })
+    }
+
+    /// Memory its decoded images hold, bytes.
+    pub fn bytes(&self) -> u64 {
+        self.images.iter().map(Pixels::bytes).sum()
     }
 
     /// Number of images.
@@ -510,6 +533,17 @@ mod tests {
         assert!(set.name(0).ends_with("a.png") && set.name(1).ends_with("b.png"));
         let glob = format!("{}/b*.png", dir.path().display());
         assert_eq!(ImageSet::load(&glob, None).unwrap().len(), 1);
+        // classes and alternatives are globs too, without a * or ? (the docs promised them,
+        // and such a pattern was looked up as one file's name: "no such file")
+        for g in ["[ab].png", "{a,b}.png", "[b].{png,tif}"] {
+            let glob = format!("{}/{g}", dir.path().display());
+            let n = ImageSet::load(&glob, None).map(|s| s.len());
+            assert_eq!(
+                n.ok(),
+                Some(if g.starts_with("[b]") { 1 } else { 2 }),
+                "{g}"
+            );
+        }
         // another size in the set: refused, naming both files
         image::GrayImage::new(20, 2)
             .save(dir.path().join("c.png"))
@@ -574,6 +608,25 @@ mod tests {
         assert!(
             e.to_string()
                 .contains("4 images take 2048 MiB at 16 bits per sample, more than the 1024 MiB"),
+            "{e}"
+        );
+        // one 16384x16384 colour image: 1.5 GiB at 16 bits, refused from its header; the
+        // decoder said "Memory limit exceeded" (its own 512 MiB) before
+        let colour = tempfile::tempdir().unwrap();
+        let p = colour.path().join("colour.png");
+        image::RgbImage::new(16, 1).save(&p).unwrap();
+        let mut b = std::fs::read(&p).unwrap();
+        b[16..20].copy_from_slice(&16_384u32.to_be_bytes());
+        b[20..24].copy_from_slice(&16_384u32.to_be_bytes());
+        let crc = crc32fast::hash(&b[12..29]);
+        b[29..33].copy_from_slice(&crc.to_be_bytes());
+        std::fs::write(&p, b).unwrap();
+        let e = format!(
+            "{:#}",
+            ImageSet::load(p.to_str().unwrap(), None).unwrap_err()
+        );
+        assert!(
+            e.contains("1 image takes 1536 MiB at 16 bits per sample, more than the 1024 MiB"),
             "{e}"
         );
         // too small and too wide: the message names the file

@@ -706,13 +706,29 @@ impl CameraLoop {
         false
     }
 
-    /// `--latency-log`: each TRAILER's block id and when it first left.
+    /// `--latency-log`: each TRAILER's block id and when it first left. A write that fails
+    /// (a full disk) ends the log, not the camera: the error names the file, goes to the log
+    /// at once and into the summary, and the run exits 1 after it.
     fn log_latency(&mut self) {
         while let Some((block, at)) = self.cam.poll_trailer_sent() {
-            if let Some(f) = self.latency_log.as_mut() {
-                let _ = writeln!(f, "{block},{}", self.mono_t0 + at.0);
+            if let Some(f) = self.latency_log.as_mut()
+                && let Err(e) = writeln!(f, "{block},{}", self.mono_t0 + at.0)
+            {
+                self.latency_log = None;
+                self.latency_log_failed(&e);
             }
         }
+    }
+
+    fn latency_log_failed(&mut self, e: &std::io::Error) {
+        let path = self
+            .opts
+            .latency_log
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string());
+        let what = format!("cannot write the latency log {path}: {e}; it ends here");
+        warn!("{what}");
+        self.summary.errors.push(what);
     }
 
     /// GVSP: what is due, a bounded batch so GVCP stays responsive; runs of equal-size packets
@@ -847,8 +863,10 @@ impl CameraLoop {
 
     /// The camera stops: flush the latency log, add up the counters, log them.
     pub(super) fn finish(mut self) -> Result<CameraSummary> {
-        if let Some(mut f) = self.latency_log.take() {
-            f.flush()?;
+        if let Some(mut f) = self.latency_log.take()
+            && let Err(e) = f.flush()
+        {
+            self.latency_log_failed(&e);
         }
         // a connection still up: its transport line is due (one that ended was logged then)
         let live = self.rc_connected;

@@ -52,6 +52,10 @@ pub struct CameraSummary {
     /// Times the camera slept with nothing to do and woke again (a packet or a timer): an
     /// idle camera sleeps until one is due.
     pub idle_wakeups: u64,
+    /// What the camera was asked to do and could not (a latency log it could not write):
+    /// `rdmacam run` exits 1 after the summary when there is any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 impl CameraSummary {

@@ -417,16 +417,23 @@ impl<'a> Session<'a> {
         if let Err(cause) = r {
             progress.abandon();
             // a camera that went away costs one read's retries here, not one per counter
-            let (retransmitted, camera_dropped) =
-                CameraCounts::read(self.gvcp).map_or((0, 0), |now| {
+            let (retransmitted, camera_dropped, camera_sent) = CameraCounts::read(self.gvcp)
+                .map_or((0, 0, 0), |now| {
                     (
                         since(self.base.retransmitted, now.retransmitted),
                         since(self.base.dropped, now.dropped),
+                        since(self.base.sent, now.sent),
                     )
                 });
-            let dropped = self.plane.stats().dropped.max(u64::from(camera_dropped));
+            let stats = self.plane.stats();
+            let dropped = stats.dropped.max(u64::from(camera_dropped));
+            // without --frames, this connection's share is what the camera sent and dropped in
+            // it (its counters, when it still answers), and never less than what arrived: it
+            // was 0, and a run that reconnected printed "237 of 147 frames received"
+            let acquired = (u64::from(camera_sent) + u64::from(camera_dropped))
+                .max(stats.good + stats.bad + dropped);
             let summary = self.summary(
-                self.o.frames.unwrap_or(0),
+                self.o.frames.unwrap_or(acquired),
                 dropped,
                 retransmitted,
                 self.since_start(),
@@ -659,8 +666,9 @@ impl<'a> Session<'a> {
                 since(self.base.dropped, dropped),
             )
         });
-        let acquired = u64::from(sent) + u64::from(dropped);
         let dropped = u64::from(dropped).max(s.dropped);
+        // never fewer expected than came (a STREAM_END lost, or counters that restarted)
+        let acquired = (u64::from(sent) + dropped).max(s.good + s.bad + dropped);
         Ok(self.summary(
             self.o.frames.unwrap_or(acquired),
             dropped,
