@@ -353,6 +353,19 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
             } else {
                 println!("{}\n{}", s.host.line(), s.camera.line());
             }
+            if s.camera.frames_behind == 0 {
+                // a reader takes the Gbit/s for the ceiling: it is the frame rate's
+                eprintln!(
+                    "rdmacam demo: paced at --fps {}: the rate above is what {} frames of \
+                     {}x{} {} a second take, not the most loopback carries (--fps 10000 \
+                     streams flat out)",
+                    a.fps,
+                    a.fps,
+                    a.width,
+                    a.height,
+                    a.pixel_format.name()
+                );
+            }
             if s.host.ok() {
                 ExitCode::SUCCESS
             } else {

@@ -75,6 +75,9 @@ impl Camera {
             "300",
         ])
         .args(extra)
+        // warnings and errors only: the camera's INFO lines went to the terminal among the
+        // test results (libtest captures no child's output)
+        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
         let cam = Camera(c.spawn().expect("start rdmacam run"));
@@ -669,6 +672,7 @@ height = 480
     let cam = Command::new(camera_bin())
         .args(["run", "--duration", "120", "--rig"])
         .arg(&rig)
+        .env("RUST_LOG", "warn")
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();

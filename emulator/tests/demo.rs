@@ -28,7 +28,7 @@ fn demo_with(mut cmd: Command, args: &[&str]) -> (i32, serde_json::Value, String
     // the human lines, on stderr
     let text = stderr
         .lines()
-        .skip_while(|l| !l.contains(" frames received, "))
+        .skip_while(|l| !l.contains(" frames received"))
         .collect::<Vec<_>>()
         .join("\n");
     (out.status.code().unwrap_or(-1), json, text)
@@ -74,8 +74,21 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
         text.lines()
             .next()
             .unwrap()
-            .starts_with("60 of 60 frames received, 0 bad"),
+            .starts_with("60 of 60 frames received (640x480 Mono8), 0 bad"),
         "{text}"
+    );
+    // the rate is the frame rate's, and the demo says so (a reader took it for the ceiling)
+    assert!(
+        text.contains(
+            "paced at --fps 100: the rate above is what 100 frames of 640x480 Mono8 a second take"
+        ),
+        "{text}"
+    );
+    // what the frames were, as their LEADERs said (a host author's first question)
+    assert_eq!(
+        s["format"],
+        serde_json::json!({"width": 640, "height": 480, "pixel_format": "Mono8"}),
+        "{s}"
     );
 
     // 1 % loss both ways: every frame still arrives, through retransmission. The camera drops

@@ -23,7 +23,7 @@ use crate::place::Memory;
 use crate::soft::{Place, SoftHost};
 
 mod types;
-pub use types::{HostConfig, HostRoceCounters, Stats, Summary};
+pub use types::{FrameFormat, HostConfig, HostRoceCounters, Stats, Summary};
 
 /// Remote key of the frame-buffer region.
 pub const FRAME_RKEY: u32 = 0x0000_5a01;
@@ -289,6 +289,7 @@ impl HostCore {
                     self.stats.dropped += block_id.saturating_sub(self.last_block + 1);
                 }
                 self.last_block = block_id;
+                self.stats.format = Some((leader.width, leader.height, leader.pixel_format));
                 self.leaders.insert(buffer_id, (block_id, leader));
                 // a new frame in this buffer: nothing of it compared yet
                 if let Some(p) = self.placing.get_mut(buffer_id as usize) {

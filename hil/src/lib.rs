@@ -24,3 +24,9 @@ pub mod soft;
 pub mod verbs_cm;
 #[cfg(feature = "verbs")]
 pub mod verbs_host;
+
+/// `n` and the noun that goes with it: "1 packet", "2 packets", "0 packets".
+pub fn plural(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}

@@ -32,6 +32,7 @@ use super::summary::{CameraSummary, device_summary};
 use crate::camera::CameraCore;
 use crate::fault::FaultEngine;
 
+mod notices;
 /// The longest an idle camera sleeps without a timer due: how soon it sees the stop flag
 /// (Ctrl-C, another camera of the rig failing).
 const IDLE_MAX: Duration = Duration::from_millis(50);
@@ -75,6 +76,10 @@ pub(super) struct CameraLoop {
     stream_df: Option<bool>,
     /// Whether the log has said that frames fell behind AcquisitionFrameRate.
     told_behind: bool,
+    /// A frame dropped for want of a host buffer was logged.
+    told_no_buffer: bool,
+    /// ORSP frames dropped and FrameDrop faults injected, as last seen.
+    drops_seen: (u64, u64),
     roce: Option<RoceLink>,
     #[cfg(feature = "verbs")]
     verbs: Option<crate::verbs::VerbsLink>,
@@ -230,6 +235,8 @@ impl CameraLoop {
             stream_sock,
             stream_df: None,
             told_behind: false,
+            told_no_buffer: false,
+            drops_seen: (0, 0),
             roce,
             #[cfg(feature = "verbs")]
             verbs,
@@ -306,7 +313,10 @@ impl CameraLoop {
             } else if o.verbs.is_some() {
                 ", ORSP on verbs".to_owned()
             } else {
-                String::new()
+                // a newcomer reading the README's RDMA pitch tries `rdmacam run` first
+                "; ORSP (RDMA) off: --transport udp streams it over UDP sockets (no RDMA NIC), \
+                 --transport verbs through an RDMA NIC or Soft-RoCE"
+                    .to_owned()
             }
         );
     }
@@ -347,25 +357,6 @@ impl CameraLoop {
             self.last_busy = StdInstant::now();
         } else {
             self.idle();
-        }
-    }
-
-    /// Once per run, when free-running frames first fall behind AcquisitionFrameRate: the
-    /// host gets fewer frames than it asked for, none of them lost, and should hear why.
-    fn tell_frames_behind(&mut self) {
-        if self.told_behind {
-            return;
-        }
-        let behind = self.cam.device().frames_behind();
-        if behind > 0 {
-            self.told_behind = true;
-            warn!(
-                "frames fall behind AcquisitionFrameRate: each waits for the stream to finish \
-                 the frame before (a link of {} Mbit/s; --link-mbps) or for a CPU. None is \
-                 dropped: they come as fast as the stream carries them; the summary counts \
-                 the frames behind",
-                self.cam.device().config().link_speed_mbps
-            );
         }
     }
 
@@ -704,31 +695,6 @@ impl CameraLoop {
             return busy;
         }
         false
-    }
-
-    /// `--latency-log`: each TRAILER's block id and when it first left. A write that fails
-    /// (a full disk) ends the log, not the camera: the error names the file, goes to the log
-    /// at once and into the summary, and the run exits 1 after it.
-    fn log_latency(&mut self) {
-        while let Some((block, at)) = self.cam.poll_trailer_sent() {
-            if let Some(f) = self.latency_log.as_mut()
-                && let Err(e) = writeln!(f, "{block},{}", self.mono_t0 + at.0)
-            {
-                self.latency_log = None;
-                self.latency_log_failed(&e);
-            }
-        }
-    }
-
-    fn latency_log_failed(&mut self, e: &std::io::Error) {
-        let path = self
-            .opts
-            .latency_log
-            .as_ref()
-            .map_or_else(String::new, |p| p.display().to_string());
-        let what = format!("cannot write the latency log {path}: {e}; it ends here");
-        warn!("{what}");
-        self.summary.errors.push(what);
     }
 
     /// GVSP: what is due, a bounded batch so GVCP stays responsive; runs of equal-size packets

@@ -79,26 +79,27 @@ impl CameraSummary {
         } else {
             String::new()
         };
+        use rdmacam_hil::plural as n;
         format!(
-            "camera {} ({}): GVSP {} frames, {} packets, {} resent, {} of {} resend requests unavailable; \
-             ORSP {} frames, {} dropped, {} connections; RoCE {} packets, {} retransmitted, {} sequence NAKs, \
-             {} RNR NAKs, {} CNPs, {} timeouts{bad_icrc}; faults: {}{silenced}{behind}",
+            "camera {} ({}): GVSP {}, {}, {} resent, {} of {} unavailable; \
+             ORSP {}, {} dropped, {}; RoCE {}, {} retransmitted, {}, \
+             {}, {}, {}{bad_icrc}; faults: {}{silenced}{behind}",
             self.ip,
             self.serial,
-            self.gvsp_frames,
-            self.gvsp_packets,
+            n(self.gvsp_frames, "frame", "frames"),
+            n(self.gvsp_packets, "packet", "packets"),
             self.gvsp_resent,
             self.resend_unavailable,
-            self.resend_requests,
-            self.orsp_frames,
+            n(self.resend_requests, "resend request", "resend requests"),
+            n(self.orsp_frames, "frame", "frames"),
             self.orsp_frames_dropped,
-            self.orsp_connections,
-            self.roce_packets,
+            n(self.orsp_connections, "connection", "connections"),
+            n(self.roce_packets, "packet", "packets"),
             self.retransmitted,
-            self.seq_naks,
-            self.rnr_naks,
-            self.cnps,
-            self.timeouts,
+            n(self.seq_naks, "sequence NAK", "sequence NAKs"),
+            n(self.rnr_naks, "RNR NAK", "RNR NAKs"),
+            n(self.cnps, "CNP", "CNPs"),
+            n(self.timeouts, "timeout", "timeouts"),
             self.faults.line(),
         )
     }
@@ -164,5 +165,28 @@ mod tests {
             "{}",
             s.line()
         );
+    }
+
+    /// One of a thing is not "1 connections" or "1 timeouts".
+    #[test]
+    fn counts_of_one_are_singular() {
+        let s = CameraSummary {
+            ip: "127.0.0.1".into(),
+            serial: "S".into(),
+            orsp_frames: 1,
+            orsp_connections: 1,
+            roce_packets: 2,
+            timeouts: 1,
+            ..CameraSummary::default()
+        };
+        let l = s.line();
+        for want in [
+            "ORSP 1 frame,",
+            "1 connection;",
+            "RoCE 2 packets,",
+            "1 timeout;",
+        ] {
+            assert!(l.contains(want), "{want}: {l}");
+        }
     }
 }

@@ -75,6 +75,33 @@ pub struct Summary {
     /// The OrspHostRxWindow the host wrote because its buffer holds fewer packets than the
     /// camera keeps in flight; zero when it wrote none.
     pub rx_window: u32,
+    /// The frames' width, height and pixel format (the last LEADER's), when any came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<FrameFormat>,
+}
+
+/// What a frame was: its size and pixel format (by its PFNC name, or the code in hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FrameFormat {
+    /// Pixels per line.
+    pub width: u32,
+    /// Lines.
+    pub height: u32,
+    /// The pixel format's name (`Mono8`), or its PFNC code (`0x01080001`) when unknown.
+    pub pixel_format: String,
+}
+
+impl FrameFormat {
+    /// From a LEADER's width, height and PFNC code.
+    pub fn new(width: u32, height: u32, pfnc: u32) -> FrameFormat {
+        let pixel_format = rdmacam_protocol::gev::PixelFormat::from_pfnc(pfnc)
+            .map_or_else(|| format!("{pfnc:#010x}"), |p| p.name().to_owned());
+        FrameFormat {
+            width,
+            height,
+            pixel_format,
+        }
+    }
 }
 
 /// What the host's RoCE receiver saw, named as rxe's hw_counters where rxe has the counter.
@@ -122,6 +149,8 @@ pub struct Stats {
     pub block_ids: Vec<u64>,
     /// Frame counters stamped in received frames (the newest, as `block_ids`).
     pub frame_numbers: Vec<u64>,
+    /// The size and PFNC pixel format of the last frame a LEADER announced.
+    pub format: Option<(u32, u32, u32)>,
     /// The camera's HELLO.
     pub hello: Option<Hello>,
     /// STREAM_END: last block id, frames sent, frames dropped.

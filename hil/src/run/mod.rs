@@ -350,6 +350,7 @@ fn add(total: Option<Summary>, s: Summary, reconnects: u32, frames: Option<u64>)
         rx_buffer_bytes: s.rx_buffer_bytes,
         rx_buffer_packets: s.rx_buffer_packets,
         rx_window: s.rx_window,
+        format: s.format.or(t.format),
     }
 }
 
@@ -424,15 +425,18 @@ impl Summary {
 
     /// One human line.
     pub fn line(&self) -> String {
+        let of = self.format.as_ref().map_or_else(String::new, |f| {
+            format!(" ({}x{} {})", f.width, f.height, f.pixel_format)
+        });
         format!(
-            "{} of {} frames received, {} bad, {} dropped by the camera, {:.2} Gbit/s over {:.2} s, {} packets retransmitted",
+            "{} of {} frames received{of}, {} bad, {} dropped by the camera, {:.2} Gbit/s over {:.2} s, {} retransmitted",
             self.frames_received,
             self.frames_expected,
             self.frames_bad,
             self.frames_dropped,
             self.gbit_per_s,
             self.seconds,
-            self.retransmitted_packets
+            crate::plural(self.retransmitted_packets, "packet", "packets")
         ) + &{
             let h = self.host_roce;
             if h == crate::host::HostRoceCounters::default() {

@@ -710,6 +710,9 @@ impl<'a> Session<'a> {
             rx_buffer_bytes: rx_bytes as u64,
             rx_buffer_packets: rx_packets as u64,
             rx_window: self.rx_window,
+            format: s
+                .format
+                .map(|(w, h, pf)| crate::host::FrameFormat::new(w, h, pf)),
         }
     }
 
