@@ -181,8 +181,11 @@ fn a_host_ends_the_stream_of_a_camera_whose_packets_stopped_arriving() {
     let r = rdmacam_hil::run::run_host(&o, &Arc::new(AtomicBool::new(false)));
     stop(cam);
     let e = format!("{:#}", r.expect_err("the stream cannot go on"));
+    // the fault is injected over GVCP once 5 frames have come: a frame already on its way
+    // may still arrive (seen beside the other tests on two cores)
     assert!(
-        e.contains("no frame from the camera for 10 s (5 so far)")
+        (e.contains("no frame from the camera for 10 s (5 so far)")
+            || e.contains("no frame from the camera for 10 s (6 so far)"))
             && e.contains("0x9001")
             && e.contains("retries exhausted"),
         "{e}"
