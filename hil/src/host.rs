@@ -350,7 +350,7 @@ impl HostCore {
                     event_id, detail, ..
                 },
             )) => push_bounded(&mut self.stats.events, (event_id, detail)),
-            Ok((_, DeviceMessage::Released { count })) => self.stats.released += count,
+            Ok((_, DeviceMessage::Released { count, .. })) => self.stats.released += count,
             Err(_) => self.stats.garbled += 1,
         }
         None

@@ -11,6 +11,8 @@ use crate::rc::{Completion, PayloadRef, WcStatus, WorkRequest};
 use crate::secret::Secret;
 use crate::wire::pmtu::Pmtu;
 
+mod registers;
+
 /// TX_TUNING's default: DSCP 0, ECN-capable transport ECT(0).
 pub const ECT0: u32 = 0b10;
 
@@ -192,6 +194,8 @@ pub struct OrspChannel<const BUFS: usize> {
     previous_dropped: bool,
     stop_requested: bool,
     released_frames: Deque<u32, MAX_IN_FLIGHT>,
+    /// A FLUSH answered in part: the queued buffers its RELEASED parts still owe.
+    flush_left: Option<usize>,
     counters: OrspCounters,
 }
 
@@ -239,6 +243,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             previous_dropped: false,
             stop_requested: false,
             released_frames: Deque::new(),
+            flush_left: None,
             counters: OrspCounters::default(),
         }
     }
@@ -268,171 +273,6 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
     }
 
     // ------------------------------------------------------------- registers
-
-    /// Read a register at `offset` within the block.
-    pub fn read_reg(&self, offset: u32, transport: &TransportCounters) -> Option<u32> {
-        Some(match offset {
-            regs::ORSP_VERSION => 0x0001_0000,
-            regs::ORSP_CAPS => self.caps(),
-            regs::DEVICE_QPN => self.device_qpn,
-            regs::DEVICE_SQ_PSN => self.device_sq_psn,
-            regs::HOST_SQ_PSN => self.host_sq_psn,
-            regs::HOST_QPN => self.host_qpn,
-            o if (regs::HOST_GID..regs::HOST_GID + 16).contains(&o) => {
-                let at = (o - regs::HOST_GID) as usize;
-                u32::from_be_bytes([
-                    self.host_gid[at],
-                    self.host_gid[at + 1],
-                    self.host_gid[at + 2],
-                    self.host_gid[at + 3],
-                ])
-            }
-            regs::HOST_MAC_HI => self.host_mac[0],
-            regs::HOST_MAC_LO => self.host_mac[1],
-            regs::PATH_MTU => self.path_mtu,
-            regs::TRANSPORT => 0,
-            regs::RETRY => self.retry,
-            regs::TX_TUNING => self.tx_tuning,
-            regs::RATE_LIMIT => self.rate_limit,
-            regs::CONGESTION_CONTROL => self.congestion_control,
-            regs::HOST_RX_WINDOW => self.host_rx_window,
-            regs::MAX_CTRL_MSG => MAX_CTRL_MSG as u32,
-            regs::DEV_RECV_DEPTH => DEV_RECV_DEPTH,
-            regs::DEV_RECV_SIZE => DEV_RECV_SIZE,
-            regs::MAX_BUFFERS => BUFS as u32,
-            regs::WRITE_CHUNK => self.write_chunk,
-            regs::CONTROL => 0,
-            regs::STATUS => (u32::from(self.last_error) << 16) | self.state as u32,
-            regs::CM_PORT => self.cm_port,
-            regs::COUNTER_FRAMES_SENT => self.counters.frames_sent,
-            regs::COUNTER_FRAMES_DROPPED => self.counters.frames_dropped,
-            regs::COUNTER_FRAMES_TRUNCATED => self.counters.frames_truncated,
-            regs::COUNTER_RETRANSMITTED => transport.retransmitted,
-            regs::COUNTER_RNR_NAKS => transport.rnr_naks,
-            regs::COUNTER_SEQ_NAKS => transport.seq_naks,
-            regs::COUNTER_CNPS => transport.cnps,
-            regs::COUNTER_ACK_TIMEOUTS => transport.ack_timeouts,
-            o if o < regs::BLOCK => 0,
-            _ => return None,
-        })
-    }
-
-    /// Write a register. CONTROL=CONNECT returns the parameters the transport must use.
-    pub fn write_reg(&mut self, offset: u32, v: u32) -> Result<Option<ConnectParams>, u16> {
-        let locked = self.is_connected();
-        let settable = |locked: bool| {
-            if locked {
-                Err(status::WRITE_PROTECT)
-            } else {
-                Ok(())
-            }
-        };
-        match offset {
-            regs::HOST_SQ_PSN => {
-                settable(locked)?;
-                self.host_sq_psn = psn24(v)?;
-            }
-            regs::HOST_QPN => {
-                settable(locked)?;
-                self.host_qpn = psn24(v)?;
-                if self.state == State::Idle && self.host_qpn != 0 {
-                    self.state = State::Configured;
-                }
-                if self.host_qpn == 0 && self.state == State::Configured {
-                    self.state = State::Idle;
-                }
-            }
-            o if (regs::HOST_GID..regs::HOST_GID + 16).contains(&o) => {
-                settable(locked)?;
-                let at = (o - regs::HOST_GID) as usize;
-                self.host_gid[at..at + 4].copy_from_slice(&v.to_be_bytes());
-            }
-            regs::HOST_MAC_HI => {
-                if v > 0xffff {
-                    return Err(status::INVALID_PARAMETER); // two bytes of MAC
-                }
-                self.host_mac[0] = v;
-            }
-            regs::HOST_MAC_LO => self.host_mac[1] = v,
-            regs::PATH_MTU => {
-                settable(locked)?;
-                if Pmtu::from_code(v as u8).is_none() || v > self.max_pmtu {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.path_mtu = v;
-            }
-            regs::TRANSPORT => {
-                if v != 0 {
-                    return Err(status::INVALID_PARAMETER); // UC-ring not offered
-                }
-            }
-            regs::RETRY => {
-                settable(locked)?;
-                if v & !regs::RETRY_FIELDS != 0 {
-                    return Err(status::INVALID_PARAMETER); // reserved bits
-                }
-                self.retry = v;
-            }
-            regs::TX_TUNING => {
-                if v & 0xff00 != 0 {
-                    return Err(status::INVALID_PARAMETER); // reserved bits
-                }
-                self.tx_tuning = if self.tos_capable { v } else { v & !0xff };
-            }
-            regs::RATE_LIMIT => {
-                settable(locked)?;
-                self.rate_limit = v;
-            }
-            regs::CONGESTION_CONTROL => {
-                settable(locked)?;
-                if v > 1 {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.congestion_control = v;
-            }
-            regs::HOST_RX_WINDOW => {
-                settable(locked)?;
-                if v > regs::MAX_HOST_RX_WINDOW {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.host_rx_window = v;
-            }
-            regs::WRITE_CHUNK => {
-                if v != 0 && v < 4096 {
-                    return Err(status::INVALID_PARAMETER);
-                }
-                self.write_chunk = v;
-            }
-            regs::CM_PORT => {
-                settable(locked)?;
-                if v > 0xffff {
-                    return Err(status::INVALID_PARAMETER); // a port is 16 bits
-                }
-                self.cm_port = v;
-            }
-            regs::CONTROL => {
-                if v & !(regs::CONTROL_CONNECT
-                    | regs::CONTROL_DISCONNECT
-                    | regs::CONTROL_CLEAR_COUNTERS)
-                    != 0
-                {
-                    return Err(status::INVALID_PARAMETER); // no such command
-                }
-                if v & regs::CONTROL_CLEAR_COUNTERS != 0 {
-                    self.counters = OrspCounters::default();
-                }
-                if v & regs::CONTROL_DISCONNECT != 0 {
-                    self.disconnect();
-                }
-                if v & regs::CONTROL_CONNECT != 0 {
-                    return self.connect().map(Some);
-                }
-            }
-            o if o < regs::BLOCK => return Err(status::WRITE_PROTECT),
-            _ => return Err(status::INVALID_ADDRESS),
-        }
-        Ok(None)
-    }
 
     /// The host GID the controlling application wrote to HOST_GID (zero if none).
     pub fn host_gid(&self) -> [u8; 16] {
@@ -635,6 +475,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         self.slot_busy = 0;
         self.announced.clear();
         self.queued.clear();
+        self.flush_left = None;
         self.draw_numbers();
         self.stop_requested = false;
     }
@@ -834,6 +675,9 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         let low = (c.wr_id & 0xffff_ffff) as usize;
         if (tag == TAG_MSG || tag == TAG_TRAILER) && low < SLOTS {
             self.slot_busy &= !(1 << low);
+            if self.flush_left.is_some() {
+                self.release_flushed();
+            }
         }
         if tag == TAG_TRAILER {
             if let Some(f) = self.in_flight.pop_front() {
@@ -891,19 +735,37 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
                 }
             }
             HostMessage::Flush { flags } => {
-                let mut ids: Vec<u32, 120> = Vec::new();
-                while let Some(id) = self.queued.pop_front() {
-                    if ids.push(id).is_err() {
-                        break;
-                    }
-                }
+                // every buffer queued now goes back, in as many RELEASED as it takes: one
+                // carried at most 120 ids, and the rest were neither given back nor queued
+                // (a host with 121 buffers lost one per FLUSH)
                 if flags & msg::FLUSH_FORGET != 0 {
                     self.announced.clear();
                 }
-                self.send_message(true, |b, seq| {
-                    msg::emit_released(b, seq, &ids).map_err(|_| ())
-                });
+                self.flush_left = Some(self.flush_left.unwrap_or(0) + self.queued.len());
+                self.release_flushed();
             }
+        }
+    }
+
+    /// Send the RELEASED parts a FLUSH still owes, as message slots allow (the rest when a
+    /// slot frees: [`Self::on_completion`]).
+    fn release_flushed(&mut self) {
+        while let Some(left) = self.flush_left {
+            let n = left.min(msg::RELEASED_MAX_IDS).min(self.queued.len());
+            let mut ids: Vec<u32, { msg::RELEASED_MAX_IDS }> = Vec::new();
+            for id in self.queued.iter().take(n) {
+                let _ = ids.push(*id);
+            }
+            let more = left > n && n == msg::RELEASED_MAX_IDS;
+            if !self.send_message(true, |b, seq| {
+                msg::emit_released(b, seq, &ids, more).map_err(|_| ())
+            }) {
+                return;
+            }
+            for _ in 0..n {
+                self.queued.pop_front();
+            }
+            self.flush_left = more.then_some(left - n);
         }
     }
 
@@ -970,16 +832,6 @@ pub fn failure_code(s: WcStatus) -> u16 {
         | WcStatus::RemoteInvalidRequest
         | WcStatus::RemoteOperationalError => event::REMOTE_ERROR,
         _ => event::RETRY_EXCEEDED,
-    }
-}
-
-/// A 24-bit field (a QPN or a PSN) written in a 32-bit register: refused when the upper byte
-/// is not zero, rather than cut to a number the host did not write.
-fn psn24(v: u32) -> Result<u32, u16> {
-    if v > 0x00ff_ffff {
-        Err(status::INVALID_PARAMETER)
-    } else {
-        Ok(v)
     }
 }
 
@@ -1261,7 +1113,10 @@ mod tests {
         let r = drain(&mut c);
         assert!(matches!(
             sent_message(&c, &r[0]),
-            DeviceMessage::Released { count: 1 }
+            DeviceMessage::Released {
+                count: 1,
+                more: false
+            }
         ));
         assert_eq!(c.queued_buffers(), 0);
     }

@@ -15,6 +15,12 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 16;
 /// Header flag: the receiver may ignore this message if it does not know the type.
 pub const FLAG_OPTIONAL: u16 = 0x0001;
+/// Header flag of a RELEASED: another RELEASED answering the same FLUSH follows (a FLUSH that
+/// gives back more ids than one message carries is answered in parts; the last has it clear).
+pub const FLAG_MORE: u16 = 0x0002;
+/// The most buffer ids one RELEASED carries: what fits in the longest device message (512
+/// bytes) after its 20 bytes of header and count.
+pub const RELEASED_MAX_IDS: usize = (512 - 20) / 4;
 /// Bytes per buffer descriptor in ANNOUNCE.
 pub const DESCRIPTOR_LEN: usize = 24;
 /// ANNOUNCE flag: queue the announced buffers at once.
@@ -218,10 +224,17 @@ pub fn emit_stream_end(
     Ok(32)
 }
 
-/// Write a RELEASED listing `ids`; returns its length.
-pub fn emit_released(buf: &mut [u8], seq: u32, ids: &[u32]) -> Result<usize> {
+/// Write a RELEASED listing `ids` (at most [`RELEASED_MAX_IDS`]); `more` says another part
+/// of the same answer follows ([`FLAG_MORE`]). Returns its length.
+pub fn emit_released(buf: &mut [u8], seq: u32, ids: &[u32], more: bool) -> Result<usize> {
+    if ids.len() > RELEASED_MAX_IDS {
+        return Err(Error::Truncated);
+    }
     let len = 20 + 4 * ids.len();
     let b = start(buf, kind::RELEASED, len, seq)?;
+    if more {
+        b[6..8].copy_from_slice(&FLAG_MORE.to_be_bytes());
+    }
     put_u32(b, 16, ids.len() as u32);
     for (i, id) in ids.iter().enumerate() {
         put_u32(b, 20 + 4 * i, *id);
@@ -474,6 +487,8 @@ pub enum DeviceMessage {
     Released {
         /// How many.
         count: u32,
+        /// Another RELEASED answering the same FLUSH follows ([`FLAG_MORE`]).
+        more: bool,
     },
     /// Connection works.
     Hello(Hello),
@@ -538,6 +553,7 @@ pub fn parse_device(buf: &[u8]) -> Result<(MsgHeader, DeviceMessage)> {
             need(20)?;
             DeviceMessage::Released {
                 count: u32_at(b, 16),
+                more: h.flags & FLAG_MORE != 0,
             }
         }
         kind::HELLO => DeviceMessage::Hello(Hello::parse(b)?),
