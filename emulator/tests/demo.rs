@@ -63,6 +63,9 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     // loopback loses nothing, so nothing is sent twice: the camera tells a host that is slow
     // to answer (beside the other tests on two cores) from a lost packet
     assert_eq!(s["retransmitted_packets"].as_u64(), Some(0), "{s}");
+    // and no timeout the camera counts (ACK_TIMEOUTS): its waits for a late ACK resend
+    // nothing and are not counted; they read as "the host's ACKs are late" before
+    assert_eq!(s["camera"]["timeouts"].as_u64(), Some(0), "{s}");
     // the receiving thread's CPU over the stream, as the kernel counts it: some, and no more
     // than the stream's wall time (one thread)
     let (cpu, wall) = (s["cpu_seconds"].as_f64(), s["seconds"].as_f64());

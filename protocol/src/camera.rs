@@ -628,7 +628,9 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             rnr_naks: rc.rnr_naks as u32,
             seq_naks: rc.seq_naks as u32,
             cnps: rc.cnps as u32,
-            ack_timeouts: rc.timeouts as u32,
+            // the timeouts that sent something again: a wait that resent nothing (a late
+            // ACK on a clean path) read as "the host's ACKs are late" to host authors
+            ack_timeouts: rc.go_backs as u32,
         });
         if let Some(code) = failed {
             self.device.orsp_failed(code);

@@ -210,6 +210,7 @@ fn unanswered_0x101(rq: &mut Requester<4, 4>) -> Instant {
     let late = Instant::from_micros(20 + 20_000);
     rq.handle_timeout(late);
     assert_eq!(rq.counters().timeouts, 1);
+    assert_eq!(rq.counters().go_backs, 0, "a quiet wait is no go-back");
     late
 }
 
@@ -224,6 +225,8 @@ fn gone_back_0x101(rq: &mut Requester<4, 4>) -> Instant {
         rq.handle_timeout(t);
     }
     assert_eq!(rq.counters().quiet_waits, 3);
+    // the three waits resent nothing: one go-back, the timeout ORSP's ACK_TIMEOUTS counts
+    assert_eq!(rq.counters().go_backs, 1);
     t
 }
 

@@ -37,6 +37,7 @@ pub(super) fn log_rc(cam: &CameraCore) {
             retransmitted = rc.retransmitted_packets,
             seq_naks = rc.seq_naks,
             timeouts = rc.timeouts,
+            go_backs = rc.go_backs,
             spurious_timeouts = rc.spurious_timeouts,
             new_data_probes = rc.new_data_probes,
             quiet_waits = rc.quiet_waits,

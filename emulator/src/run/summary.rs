@@ -33,7 +33,8 @@ pub struct CameraSummary {
     pub rnr_naks: u64,
     /// RoCE: CNPs received.
     pub cnps: u64,
-    /// RoCE: ACK timeouts.
+    /// RoCE: ACK timeouts that sent outstanding packets again (ORSP's ACK_TIMEOUTS; the
+    /// waits that resent nothing are in the log's transport line).
     pub timeouts: u64,
     /// ORSP connections made.
     pub orsp_connections: u64,
@@ -123,7 +124,7 @@ impl CameraSummary {
         self.seq_naks += rc.seq_naks;
         self.rnr_naks += rc.rnr_naks;
         self.cnps += rc.cnps;
-        self.timeouts += rc.timeouts;
+        self.timeouts += rc.go_backs;
     }
 }
 

@@ -100,7 +100,8 @@ pub struct TransportCounters {
     pub seq_naks: u32,
     /// CNPs received.
     pub cnps: u32,
-    /// Local ACK timeouts.
+    /// Local ACK timeouts that sent outstanding packets again (waits that resent nothing are
+    /// not counted).
     pub ack_timeouts: u32,
 }
 

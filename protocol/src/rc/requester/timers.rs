@@ -97,6 +97,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if self.wait_out_a_pause(now) {
             return;
         }
+        self.counters.go_backs += 1;
         let before = self.window.snapshot();
         let armed_at = self.timer_armed_at(now);
         let loss_before = self.earlier_loss;

@@ -205,8 +205,13 @@ pub struct RequesterCounters {
     pub seq_naks: u64,
     /// RNR NAKs received.
     pub rnr_naks: u64,
-    /// Local ACK timeouts.
+    /// Local ACK timeouts: every time the ACK timer fired with packets outstanding, the
+    /// waits that sent nothing again included ([`Self::quiet_waits`],
+    /// [`Self::new_data_probes`]).
     pub timeouts: u64,
+    /// ACK timeouts that went back and sent outstanding packets again (ORSP's ACK_TIMEOUTS):
+    /// [`Self::timeouts`] without the waits that resent nothing.
+    pub go_backs: u64,
     /// ACKs that moved the window.
     pub acks: u64,
     /// Times the window was cut (a loss: a sequence NAK or an ACK timeout).
