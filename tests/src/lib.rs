@@ -17,8 +17,14 @@ pub fn have_tshark() -> bool {
 /// Wireshark's reading of a capture: one row per packet, one string per field (`tshark -T
 /// fields`, empty when the packet lacks the field).
 pub fn tshark_fields(capture: &Path, fields: &[&str]) -> Vec<Vec<String>> {
+    tshark_fields_with(capture, fields, &[])
+}
+
+/// [`tshark_fields`] with more tshark arguments first (`-X lua_script:...`).
+pub fn tshark_fields_with(capture: &Path, fields: &[&str], args: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
-    cmd.args(["-n", "-r"])
+    cmd.args(args)
+        .args(["-n", "-r"])
         .arg(capture)
         .args(["-T", "fields", "-E", "separator=|"]);
     for f in fields {
