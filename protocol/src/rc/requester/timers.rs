@@ -145,7 +145,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// learn, and nothing was sent twice. Returns whether it waited.
     pub(super) fn wait_out_a_pause(&mut self, now: Instant) -> bool {
         if self.lossy(now)
-            || self.backoff >= NEW_DATA_PROBES
+            || self.backoff >= self.cfg.pause_waits
             || self.rnr_until.is_some()
             || self.send_psn != self.sent_end
         {

@@ -51,6 +51,13 @@ pub struct RequesterConfig {
     /// only checks that the payload's range exists ([`PayloadSource::contains`]). Each packet
     /// becomes a [`TxDescriptor`](crate::rc::offload::TxDescriptor); docs/firmware.md.
     pub icrc_offload: bool,
+    /// How many ACK timeouts in a row, on a path that lost nothing lately, are taken for a
+    /// pause of the peer and waited out (doubled, sending nothing again or only the next new
+    /// packet) before the requester goes back ([`NEW_DATA_PROBES`](super::NEW_DATA_PROBES) by
+    /// default: a camera's window is costly to send twice). 0 goes back at the first timeout:
+    /// for a sender of a few small messages, to whom a spurious resend costs nothing and a
+    /// wait costs the peer (a host's QUEUE held back is a frame the camera drops).
+    pub pause_waits: u32,
 }
 
 impl RequesterConfig {
@@ -75,6 +82,7 @@ impl RequesterConfig {
             queue_slack_ns: QUEUE_SLACK_NS,
             min_rto: MIN_RTO,
             icrc_offload: false,
+            pause_waits: super::NEW_DATA_PROBES,
         }
     }
 }
