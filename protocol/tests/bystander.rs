@@ -4,6 +4,8 @@
 //! whose REQ made the connection), and it cannot predict the camera's CM communication IDs from
 //! the ones it provokes (each REJ's comes from a secret generator).
 
+mod common;
+use common::linux_req_mad;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 use rdmacam_protocol::cm::{MAD_LEN, MadHeader, attr, comm_ids, emit_ids};
@@ -15,17 +17,6 @@ const HOST: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 50000
 /// The bystander: another machine, and the controlling host's own machine on another port.
 const OTHER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 9), 50000);
 const SAME_MACHINE: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 50001);
-
-/// The REQ Linux's kernel CM sent for an `rdma_connect()` over rdma_rxe (captured in the VM).
-fn linux_req_mad() -> Vec<u8> {
-    include_str!("../../testdata/cm-linux-req.txt")
-        .lines()
-        .find(|l| !l.starts_with('#'))
-        .unwrap()
-        .split_whitespace()
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect()
-}
 
 fn camera(entropy: u64) -> Device {
     let mut cfg = DeviceConfig::new(Ipv4Addr::new(198, 18, 0, 2), [0x02, 0x52, 0, 0, 0, 2], "BY");

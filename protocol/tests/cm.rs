@@ -1,6 +1,8 @@
 //! The IB CM, passive side, on the worked REQ of reference/rocev2.md §5.3 (an independent
 //! implementation's bytes, dissected by Wireshark; `testdata/cm-req-vector.txt`).
 
+mod common;
+use common::linux_req_mad;
 use proptest::prelude::*;
 use rdmacam_protocol::cm::{
     CmEvent, CmListener, CmaHeader, ListenerConfig, MAD_LEN, MadHeader, Rep, Req, ReqParams, attr,
@@ -290,17 +292,6 @@ proptest! {
         let _ = l.handle_mad(Instant::ZERO, &m, &mut out);
         let _ = l.handle_mad(Instant::ZERO, &msg(attr::RTU, 0, (0x1122_3344, 0)), &mut out);
     }
-}
-
-/// The REQ Linux's kernel CM sent for an `rdma_connect()` over rdma_rxe (captured in the VM).
-fn linux_req_mad() -> Vec<u8> {
-    include_str!("../../testdata/cm-linux-req.txt")
-        .lines()
-        .find(|l| !l.starts_with('#'))
-        .unwrap()
-        .split_whitespace()
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect()
 }
 
 #[test]

@@ -42,3 +42,25 @@ pub fn tshark_fields_with(capture: &Path, fields: &[&str], args: &[&str]) -> Vec
         .map(|l| l.split('|').map(str::to_owned).collect())
         .collect()
 }
+
+/// The bytes of the worked LEADER in docs/orsp-spec.md ("An example"), read from the document's
+/// hex (each line's leading two-digit words; the comments after them are skipped).
+pub fn spec_leader_example() -> Vec<u8> {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/orsp-spec.md"),
+    )
+    .expect("docs/orsp-spec.md");
+    let start = doc.find("The LEADER of block 7").expect("the example");
+    let block = &doc[start..];
+    let block = &block[block.find("```\n").expect("its code block") + 4..];
+    let block = &block[..block.find("```").expect("its end")];
+    block
+        .lines()
+        .flat_map(|l| {
+            l.split_whitespace()
+                .take_while(|w| w.len() == 2 && u8::from_str_radix(w, 16).is_ok())
+                .map(|w| u8::from_str_radix(w, 16).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}

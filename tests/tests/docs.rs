@@ -28,23 +28,7 @@ fn the_orsp_spec_leader_example_is_what_the_camera_sends() {
     use rdmacam_protocol::gev::PixelFormat;
     use rdmacam_protocol::gev::gvsp::ImageLeader;
     use rdmacam_protocol::orsp::msg;
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/orsp-spec.md"),
-    )
-    .unwrap();
-    let start = doc.find("The LEADER of block 7").expect("the example");
-    let block = &doc[start..];
-    let block = &block[block.find("```\n").unwrap() + 4..];
-    let block = &block[..block.find("```").unwrap()];
-    let bytes: Vec<u8> = block
-        .lines()
-        .flat_map(|l| {
-            l.split_whitespace()
-                .take_while(|w| w.len() == 2 && u8::from_str_radix(w, 16).is_ok())
-                .map(|w| u8::from_str_radix(w, 16).unwrap())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let bytes = rdmacam_tests::spec_leader_example();
     let leader = ImageLeader {
         timestamp: 0x0102_0304_0506_0708,
         pixel_format: PixelFormat::Mono8.pfnc(),

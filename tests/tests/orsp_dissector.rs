@@ -40,25 +40,6 @@ fn send(payload: &[u8], psn: u32) -> Vec<u8> {
     f
 }
 
-/// The worked LEADER of docs/orsp-spec.md ("An example"), from the document's hex.
-fn spec_example() -> Vec<u8> {
-    let doc = include_str!("../../docs/orsp-spec.md");
-    let block = doc
-        .split("### An example")
-        .nth(1)
-        .and_then(|s| s.split("```").nth(1))
-        .expect("the spec's example");
-    block
-        .lines()
-        .flat_map(|l| {
-            l.split_whitespace()
-                .take_while(|w| w.len() == 2 && u8::from_str_radix(w, 16).is_ok())
-                .map(|w| u8::from_str_radix(w, 16).unwrap())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 fn messages() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut b = [0u8; 1024];
@@ -118,7 +99,7 @@ fn messages() -> Vec<Vec<u8>> {
     out.push(b[..n].to_vec());
     let n = msg::emit_flush(&mut b, 2, msg::FLUSH_FORGET).unwrap();
     out.push(b[..n].to_vec());
-    out.push(spec_example());
+    out.push(rdmacam_tests::spec_leader_example());
     // a QUEUE whose count says 3 ids and whose length holds 2: malformed
     let n = msg::emit_queue(&mut b, 3, &[4, 5]).unwrap();
     b[19] = 3;

@@ -1,4 +1,5 @@
-//! What the protocol crate's integration tests share.
+//! What the protocol crate's integration tests share (each test uses what it needs).
+#![allow(dead_code)]
 
 /// The IP packet (Ethernet header cut off) of reference vector `name` (A-G) in
 /// testdata/rocev2-vectors.txt: RoCEv2 packets produced independently of this crate.
@@ -12,4 +13,15 @@ pub fn vector_ip(name: char) -> Vec<u8> {
         .map(|b| u8::from_str_radix(b, 16).unwrap())
         .collect();
     frame[14..].to_vec()
+}
+
+/// The REQ Linux's kernel CM sent for an `rdma_connect()` over rdma_rxe (captured in the VM).
+pub fn linux_req_mad() -> Vec<u8> {
+    include_str!("../../../testdata/cm-linux-req.txt")
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap()
+        .split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
 }
