@@ -417,7 +417,8 @@ fn aravis_default_receive_paths_get_every_pixel() {
 /// aravis's own camera test suite with a configuration that states the camera's truths
 /// (tests/aravis/arv-test.cfg), at the camera's default settings, three iterations: every
 /// test SUCCESS (Genicam:Schema is IGNORED on purpose, see the file), on arv-test's default
-/// receive path and on the packet socket.
+/// receive path and on the packet socket; a pass whose only failures are buffer checks (aravis's
+/// receive overruns on two shared cores) runs again, at most twice.
 #[test]
 fn arv_test_suite_passes_at_default_settings() {
     let Some(_serial) = aravis_turn(|| true) else {
@@ -427,24 +428,47 @@ fn arv_test_suite_passes_at_default_settings() {
     let _cam = Camera::start(None, ip, "ARVTEST13", &[]);
     let cfg = aravis_file("arv-test.cfg");
     for extra in [&[][..], &["--packet-socket"][..]] {
-        let out = Command::new("timeout")
-            .args(["300", "arv-test-0.8", "-n", "*ARVTEST13*", "-c"])
-            .arg(&cfg)
-            .args(["-i", "3"])
-            .args(extra)
-            .output()
-            .expect("arv-test-0.8");
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!("arv-test-0.8 {extra:?}:\n{text}");
-        let results: Vec<&str> = text
-            .lines()
-            .filter(|l| l.contains(':') && !l.starts_with("Testing") && !l.starts_with("Found"))
-            .collect();
-        assert!(results.len() >= 3 * 15, "too few results: {text}");
-        for l in &results {
-            let ok = l.contains(" SUCCESS")
-                || (l.starts_with("Genicam:Schema") && l.contains(" IGNORED"));
-            assert!(ok, "arv-test {extra:?}: {l}\n{text}");
+        // A buffer count one short (9/10) or a "Buffer transfer failure" is aravis's receive
+        // thread held off on two shared cores while its default socket buffer, smaller than
+        // one frame, overflowed (seen in CI beside the other tests, 1 pass in 3 on some
+        // sittings, with the camera's counters showing every frame sent and no resend asked).
+        // As tests/aravis/faults.py does for the same overruns, such a pass is run again, at
+        // most twice, and says so; a failure of any other kind, or three in a row, fails.
+        for attempt in 0.. {
+            let out = Command::new("timeout")
+                .args(["300", "arv-test-0.8", "-n", "*ARVTEST13*", "-c"])
+                .arg(&cfg)
+                .args(["-i", "3"])
+                .args(extra)
+                .output()
+                .expect("arv-test-0.8");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            eprintln!("arv-test-0.8 {extra:?} (attempt {}):\n{text}", attempt + 1);
+            let results: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains(':') && !l.starts_with("Testing") && !l.starts_with("Found"))
+                .collect();
+            assert!(results.len() >= 3 * 15, "too few results: {text}");
+            let failed: Vec<&str> = results
+                .iter()
+                .copied()
+                .filter(|l| {
+                    !(l.contains(" SUCCESS")
+                        || (l.starts_with("Genicam:Schema") && l.contains(" IGNORED")))
+                })
+                .collect();
+            let overrun = |l: &&str| {
+                l.contains("BufferCheck")
+                    && (l.contains("Buffer transfer failure") || l.contains("FAILURE"))
+            };
+            if failed.is_empty() {
+                break;
+            }
+            assert!(
+                attempt < 2 && failed.iter().all(overrun),
+                "arv-test {extra:?}: {failed:?}\n{text}"
+            );
+            eprintln!("arv-test {extra:?}: {failed:?}: a receive overrun, running again");
         }
     }
 }
