@@ -52,12 +52,11 @@ impl Span {
     /// 0xFF, the IPv4 header with identification at 4..6 and DF in byte 6, UDP, the rest).
     fn of_length(len: usize) -> Span {
         let crc = |at: usize, bit: u8| {
-            let zeros = [0u8; 64];
             let mut h = crc32fast::Hasher::new();
             let mut fed = 0;
             while fed < len {
-                let n = (len - fed).min(zeros.len());
                 let mut chunk = [0u8; 64];
+                let n = (len - fed).min(chunk.len());
                 if (fed..fed + n).contains(&at) {
                     chunk[at - fed] = bit;
                 }
