@@ -348,10 +348,10 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
         Ok(s) => {
             // with --json, stdout holds the JSON alone (`| jq`), the human lines go to stderr
             if a.json {
-                eprintln!("{}\n{}", s.host.line(), s.camera.line());
+                eprintln!("{}\n{}", s.host.line(), s.camera.text());
                 println!("{}", serde_json::to_string(&s).expect("serialisable"));
             } else {
-                println!("{}\n{}", s.host.line(), s.camera.line());
+                println!("{}\n{}", s.host.line(), s.camera.text());
             }
             if s.camera.frames_behind == 0 {
                 // a reader takes the Gbit/s for the ceiling: it is the frame rate's
@@ -534,9 +534,9 @@ fn main() -> ExitCode {
                     // with --json, stdout holds the JSON alone, the human lines go to stderr
                     for c in &cameras {
                         if a.json {
-                            eprintln!("{}", c.line());
+                            eprintln!("{}", c.text());
                         } else {
-                            println!("{}", c.line());
+                            println!("{}", c.text());
                         }
                     }
                     if a.json {

@@ -5,6 +5,7 @@
 //! timers, sends what is due, and sleeps only when nothing happened, until a datagram arrives
 //! or the camera's next deadline.
 
+use core::fmt::Write as _;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use core::task::{Context, Poll, Waker};
 
@@ -193,7 +194,6 @@ pub async fn run<S: FrameSource, T: RawTx>(
     let _ = gvsp.bind(GVSP_PORT);
     let (datagram, out) = (&mut b.datagram, &mut b.out);
     let mut noop = Context::from_waker(Waker::noop());
-    let mut told_bad_icrc = false;
     loop {
         let mut busy = false;
         // GVCP: answer every command that has arrived
@@ -218,14 +218,20 @@ pub async fn run<S: FrameSource, T: RawTx>(
             if let Some(ip) = v4(meta.endpoint.addr) {
                 let src = SocketAddr::new(IpAddr::V4(ip), meta.endpoint.port);
                 let dst = SocketAddr::new(local, ROCE_PORT);
-                if !cam.handle_udp(now(), src, dst, &datagram[..n]) && !told_bad_icrc {
-                    told_bad_icrc = true;
-                    crate::info(
-                        "dropped a RoCEv2 packet with a bad ICRC: the host computes its ICRC \
-                         wrong, or the packet was damaged or forged (counted in bad_icrc)",
-                    );
-                }
+                cam.handle_udp(now(), src, dst, &datagram[..n]);
             }
+        }
+        // what the host did wrong, the first of each kind (a bad ICRC, an ACK for a PSN never
+        // sent, a late heartbeat ...)
+        while let Some(v) = cam.device_mut().violations_mut().take_new() {
+            let mut line: heapless::String<256> = heapless::String::new();
+            let _ = write!(
+                line,
+                "the host broke a rule, {}: {v} [{}]",
+                v.kind.name(),
+                v.kind.spec()
+            );
+            crate::info(&line);
         }
         // the message channel: acknowledges in, events (and their resends) out
         while let Poll::Ready(Ok((n, meta))) = msg.poll_recv_from(datagram, &mut noop) {

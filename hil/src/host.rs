@@ -22,7 +22,9 @@ use rdmacam_protocol::wire::pmtu::Pmtu;
 use crate::place::Memory;
 use crate::soft::{Place, SoftHost};
 
+mod misbehave;
 mod types;
+pub use misbehave::Misbehaviour;
 pub use types::{FrameFormat, HostConfig, HostRoceCounters, Stats, Summary};
 
 /// Remote key of the frame-buffer region.
@@ -263,6 +265,11 @@ impl HostCore {
     /// Whether finished buffers go back to the camera at once.
     pub fn requeue(&self) -> bool {
         self.cfg.requeue
+    }
+
+    /// Stop giving buffers back (a host that never re-queues).
+    pub fn stop_requeue(&mut self) {
+        self.cfg.requeue = false;
     }
 
     /// A message the camera SENT; `frames` is the whole frame-buffer region. Returns the
@@ -584,6 +591,8 @@ pub struct OrspHost {
     next_recv: u64,
     /// SENDs the send queue had no room for yet: posted as it drains, never dropped.
     backlog: std::collections::VecDeque<WorkRequest>,
+    /// A rule this host breaks on purpose.
+    misbehave: Option<Misbehaviour>,
 }
 
 impl std::fmt::Debug for OrspHost {
@@ -605,6 +614,7 @@ impl OrspHost {
             free_msgs: Vec::new(),
             next_recv: 0,
             backlog: std::collections::VecDeque::new(),
+            misbehave: None,
         }
     }
 
@@ -840,8 +850,25 @@ impl OrspHost {
         self.send(m);
     }
 
+    /// Break `m` on purpose from now on (`rdmacam-host --misbehave`; the heartbeat is the
+    /// caller's).
+    pub fn misbehave(&mut self, m: Misbehaviour) {
+        self.misbehave = Some(m);
+        if m == Misbehaviour::NoRequeue {
+            self.core.stop_requeue();
+        }
+    }
+
     /// The next RoCEv2 IP packet to send into `out`.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
+        let n = self.next_packet(now, out)?;
+        if let Some(m) = self.misbehave {
+            misbehave::apply(m, &mut out[..n]);
+        }
+        Some(n)
+    }
+
+    fn next_packet(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
         out.resize(128, 0);
         if let Some(n) = self.soft.as_mut().and_then(|s| s.poll_transmit(out)) {
             return Some(n);

@@ -384,7 +384,17 @@ impl RoceSocket {
         &mut self,
         packets: impl IntoIterator<Item = &'a [u8]>,
     ) -> std::io::Result<()> {
-        self.send_batched(packets, true)
+        self.send_batched(packets, true, &mut |_| {})
+    }
+
+    /// [`Self::send_many`], telling `lost` each packet `--loss` kept off the wire (the camera
+    /// then knows an ACK past it acknowledges what the host never received).
+    pub fn send_many_reporting<'a>(
+        &mut self,
+        packets: impl IntoIterator<Item = &'a [u8]>,
+        lost: &mut dyn FnMut(&[u8]),
+    ) -> std::io::Result<()> {
+        self.send_batched(packets, true, lost)
     }
 
     /// [`send_many`](Self::send_many), dropping on purpose only if `lossy` (not for packets
@@ -393,6 +403,7 @@ impl RoceSocket {
         &mut self,
         packets: impl IntoIterator<Item = &'a [u8]>,
         lossy: bool,
+        lost: &mut dyn FnMut(&[u8]),
     ) -> std::io::Result<()> {
         let mut batch: [(&[u8], Option<SocketAddr>); TX_BATCH] = [(&[], None); TX_BATCH];
         let mut n = 0;
@@ -409,6 +420,7 @@ impl RoceSocket {
                 c.write(ip_packet, None);
             }
             if lossy && self.lose() {
+                lost(ip_packet);
                 continue;
             }
             let port = u16::from_be_bytes([ip_packet[hl + 2], ip_packet[hl + 3]]);
@@ -453,7 +465,7 @@ impl RoceSocket {
         };
         if !self.gso() {
             let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
-            return self.send_batched(whole.iter().map(Vec::as_slice), false);
+            return self.send_batched(whole.iter().map(Vec::as_slice), false, &mut |_| {});
         }
         let (hl, dst, src_port) = Self::addresses(first.header)?;
         if src_port != self.tx_port {
@@ -500,7 +512,7 @@ impl RoceSocket {
                 // kernels also answer EINVAL (6.18 says EMSGSIZE): one datagram per packet
                 // tells which, and only the first turns GSO off
                 let whole: Vec<Vec<u8>> = segs.iter().map(Gather::whole).collect();
-                let r = self.send_batched(whole.iter().map(Vec::as_slice), false);
+                let r = self.send_batched(whole.iter().map(Vec::as_slice), false, &mut |_| {});
                 if !matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE)) {
                     // from now on one datagram per packet
                     self.gso_ok = false;

@@ -13,6 +13,7 @@ use crate::device::ORSP_BUFFERS;
 use crate::device::frame::{Frame, FrameSource, read_payload, refresh_payload};
 use crate::device::stream::StreamPacket;
 use crate::device::{Device, DeviceEvent, GvcpReply, regs};
+use crate::judge::{self, Violation, ViolationKind};
 use crate::orsp::channel::{DEV_RECV_DEPTH, DEV_RECV_SIZE, MSG_HANDLE_BASE, failure_code};
 use crate::orsp::msg::event;
 use crate::orsp::{ConnectParams, FrameOutcome, OrspChannel, TransportCounters};
@@ -166,6 +167,9 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     cm_out: Deque<([u8; MAD_PACKET], usize), 4>,
     cm_psn: u32,
     cm_peer: Option<IpAddr>,
+    /// The previous connection's QP number: packets still in flight to it are not the host's
+    /// fault.
+    last_qpn: Option<u32>,
     last_rc: Option<RequesterCounters>,
     counters: CameraCounters,
     events: Deque<DeviceEvent, 32>,
@@ -218,6 +222,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             cm_out: Deque::new(),
             cm_psn: 0,
             cm_peer: None,
+            last_qpn: None,
             last_rc: None,
             counters: CameraCounters::default(),
             events: Deque::new(),
@@ -331,7 +336,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// A message the host SENT, received by the external transport.
     pub fn host_message(&mut self, bytes: &[u8]) {
         self.counters.host_messages += 1;
-        self.device.orsp_mut().on_host_message(bytes);
+        self.device.orsp_host_message(bytes);
         self.process_events();
     }
 
@@ -487,6 +492,9 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             self.external_connect = None;
             self.external_disconnect = true;
         }
+        if let Some(q) = &self.qp {
+            self.last_qpn = Some(q.requester.config().local_qpn);
+        }
         self.last_rc = self.qp.take().map(|q| q.requester.counters());
         self.backlog.clear();
         self.reclaim_frames();
@@ -505,10 +513,44 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             .set_orsp_frame_memory_free(!self.free_frames.is_empty());
     }
 
+    /// The I/O layer kept `ip_packet`, one this camera sent (IPv4 or IPv6, UDP, BTH ...), off
+    /// the wire on purpose (an injected loss or corruption): an ACK past it, before it goes
+    /// again, acknowledges what the host never received (`ack_undelivered`).
+    pub fn held_back(&mut self, ip_packet: &[u8]) {
+        let ip_len = match ip_packet.first().map(|b| b >> 4) {
+            Some(4) => usize::from(ip_packet[0] & 0x0f) * 4,
+            Some(6) => 40,
+            _ => return,
+        };
+        let Some(bth) = ip_packet.get(ip_len + 8..ip_len + 8 + 12) else {
+            return;
+        };
+        if bth[0] == Opcode::UD_SEND_ONLY.0 {
+            return; // a CM MAD, not the QP's
+        }
+        if let Some(qp) = self.qp.as_mut() {
+            qp.requester
+                .held_back(u32::from_be_bytes([0, bth[9], bth[10], bth[11]]));
+        }
+    }
+
+    /// [`Self::held_back`] for a packet known by its PSN.
+    pub fn held_back_psn(&mut self, psn: u32) {
+        if let Some(qp) = self.qp.as_mut() {
+            qp.requester.held_back(psn);
+        }
+    }
+
     /// A received RoCEv2 IP packet (ICRC checked).
     pub fn handle_datagram(&mut self, now: Instant, packet: &[u8]) {
         match split_rocev2(packet) {
             Ok((src, dst, ecn, ib)) => self.handle_ib(now, src, dst, ecn, ib),
+            Err(crate::wire::Error::Checksum) => {
+                // an ICRC (or UDP checksum) that does not match: dropped unread, named
+                self.counters.bad_icrc += 1;
+                let v = Violation::new(ViolationKind::BadIcrc, 0, 0, None);
+                self.device.violations_mut().record(v);
+            }
             Err(_) => self.counters.dropped += 1,
         }
     }
@@ -526,6 +568,11 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     ) -> bool {
         if !self.icrc_check.ok(src, dst, ib) {
             self.counters.bad_icrc += 1;
+            let psn = ib
+                .get(9..12)
+                .map(|b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+            let v = Violation::new(ViolationKind::BadIcrc, 0, 0, psn);
+            self.device.violations_mut().record(v);
             return false;
         }
         self.handle_ib(now, src.ip(), dst.ip(), 0, ib);
@@ -547,11 +594,29 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             self.counters.dropped += 1;
             return;
         };
+        // checked as the host's RNIC would check it, and named when wrong ([`judge`]); a
+        // packet from elsewhere is a bystander's, not the host's, and the QP drops it
+        if src == qp.requester.config().path.remote_ip
+            && let Some(v) = judge::check_header(ib, qp.requester.config().local_qpn)
+        {
+            if !(v.kind == ViolationKind::DestQp && Some(v.got) == self.last_qpn) {
+                self.device.violations_mut().record(v);
+            }
+            // an opcode the QP does not take still reaches it, to be NAKed as a NIC NAKs it
+            if v.kind != ViolationKind::Opcode {
+                self.counters.dropped += 1;
+                return;
+            }
+        }
+        let placed = qp.handle_ib(now, src, dst, ecn, ib);
+        if let Some(v) = qp.requester.take_violation() {
+            self.device.violations_mut().record(v);
+        }
         if let Some(Placement::Recv {
             wr_id,
             offset,
             data,
-        }) = qp.handle_ib(now, src, dst, ecn, ib)
+        }) = placed
         {
             if let Some(buf) = self.recv_bufs.get_mut(wr_id as usize) {
                 let at = offset as usize;
@@ -565,7 +630,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
                 self.counters.host_messages += 1;
                 let len = (c.byte_len as usize).min(DEV_RECV_SIZE as usize);
                 let msg = &self.recv_bufs[c.wr_id as usize][..len];
-                self.device.orsp_mut().on_host_message(msg);
+                self.device.orsp_host_message(msg);
                 qp.responder.post_recv(c.wr_id, DEV_RECV_SIZE);
             }
         }
@@ -573,6 +638,12 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         // the responder NAKed it and went to the error state, so the connection is over; say
         // so in STATUS instead of streaming on with a dead receive side
         if qp.responder.is_error() && self.device.orsp().is_connected() {
+            let len = ib.len().saturating_sub(16) as u32;
+            let psn = ib
+                .get(9..12)
+                .map(|b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+            let v = Violation::new(ViolationKind::Request, 0, len, psn);
+            self.device.violations_mut().record(v);
             self.device.orsp_failed(event::HOST_MESSAGE_REFUSED);
             self.process_events();
             return;

@@ -18,6 +18,7 @@ pub mod camera;
 pub mod cm;
 pub mod device;
 pub mod gev;
+pub mod judge;
 pub mod orsp;
 pub mod rc;
 pub mod secret;

@@ -168,3 +168,28 @@ fn the_comm_ids_a_bystander_provokes_tell_nothing_of_the_next() {
     let b = rej_ids(2);
     assert!(a.iter().zip(&b).all(|(x, y)| x != y), "{a:x?} {b:x?}");
 }
+
+/// A host whose heartbeats come from another socket of its machine loses control at the
+/// timeout, and the camera says why: the port that took control, the port the commands came
+/// from. A command with request id 0 breaks GVCP's header rules and is named too.
+#[test]
+fn heartbeats_from_another_port_are_named_when_control_is_lost() {
+    use rdmacam_protocol::judge::ViolationKind as K;
+    let mut d = camera(0x5eed);
+    write(&mut d, HOST, regs::CCP, 2);
+    let _ = read(&mut d, SAME_MACHINE, regs::CCP);
+    d.handle_timeout(Instant::from_millis(3001));
+    assert_eq!(read(&mut d, OTHER, regs::CCP), 0, "control lost");
+    let v: Vec<_> = d.violations().iter().collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(
+        (v[0].0.kind, v[0].0.expected, v[0].0.got),
+        (K::HeartbeatPort, 50000, 50001)
+    );
+    assert!(v[0].0.to_string().contains("port 50001"), "{}", v[0].0);
+    let mut c = vec![0x42, 0x01, 0x00, 0x80, 0x00, 0x04, 0x00, 0x00];
+    c.extend_from_slice(&regs::CCP.to_be_bytes());
+    let mut out = [0u8; 600];
+    let _ = d.handle_gvcp(Instant::from_millis(3002), HOST, &c, &mut out);
+    assert_eq!(d.violations().count(K::GvcpHeader), 1);
+}

@@ -317,7 +317,108 @@ fn thousand_frames_arrive_once_byte_exact_in_order_at_0_1_and_5_percent_loss() {
             2,
             "back to connected after STREAM_END"
         );
+        // a correct host through loss, reordering and duplicates breaks no rule the camera
+        // judges (ICRC, BTH, AETH and its MSN, ACKs of what was sent, heartbeats, messages)
+        let v: Vec<_> = w.cam.device().violations().iter().collect();
+        assert!(v.is_empty(), "loss {loss}: false alarms {v:?}");
     }
+}
+
+/// Hosts that break one rule each: the camera drops what an RNIC drops and names the rule,
+/// with the numbers of the first time, for each kind.
+#[test]
+fn a_host_that_breaks_a_rule_is_named_for_it() {
+    use rdmacam_hil::host::Misbehaviour;
+    use rdmacam_protocol::judge::ViolationKind as K;
+    let judged = |m: Misbehaviour, frames: u32, limit: u64| {
+        let mut w = World::new(0.0, 5, 8, true);
+        w.connect();
+        w.host.misbehave(m);
+        w.start(frames);
+        w.run_until(|_| false, Duration::from_secs(limit));
+        let v: Vec<_> = w.cam.device().violations().iter().collect();
+        (w, v)
+    };
+    // every ACK one PSN on: the last of each burst names a PSN never sent
+    let (_, v) = judged(Misbehaviour::SkipAck, 5, 2);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].0.kind, K::AckUnsent);
+    assert!(v[0].0.to_string().contains("never sent"), "{}", v[0].0);
+    // a spoilt ICRC: every packet dropped unread, as an RNIC drops it
+    let (w, v) = judged(Misbehaviour::BadIcrc, 5, 2);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].0.kind, K::BadIcrc);
+    assert!(v[0].1 >= 5, "{v:?}");
+    assert_eq!(w.host.stats().good, 0, "no ACK reached the camera");
+    // heartbeats from the right socket stopped: control lost at the timeout (3 s)
+    let mut w = World::new(0.0, 5, 8, true);
+    w.connect();
+    w.heartbeat = false;
+    w.run_until(|_| false, Duration::from_secs(4));
+    let v: Vec<_> = w.cam.device().violations().iter().collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!((v[0].0.kind, v[0].0.expected), (K::HeartbeatLate, 3000));
+}
+
+/// An ACK past a packet the camera itself kept off the wire acknowledges what the host never
+/// received: named `ack_undelivered`, with the packet held back.
+#[test]
+fn an_ack_past_a_packet_the_camera_held_back_is_named() {
+    use rdmacam_protocol::judge::ViolationKind as K;
+    let mut w = World::new(0.0, 5, 8, true);
+    w.connect();
+    w.start(1);
+    // a packet of the frame's WRITE leaves and is lost on purpose; two more leave, and the host
+    // ACKs the second as if it had all (a forged cumulative ACK from the host's address)
+    let mut buf = vec![0u8; 9216];
+    let mut hbuf = Vec::new();
+    let (mut held, mut after) = (None, Vec::new());
+    for _ in 0..1000 {
+        if after.len() >= 2 {
+            break;
+        }
+        w.now = w.now + Duration::from_millis(1);
+        w.cam.handle_timeout(w.now);
+        w.host.handle_timeout(w.now);
+        while let Some(n) = w.cam.poll_transmit(w.now, &mut buf) {
+            let p = buf[..n].to_vec();
+            if held.is_some() {
+                after.push(p);
+            } else if p[28] == Opcode::RC_WRITE_MIDDLE.0 {
+                w.cam.held_back(&p);
+                held = Some(p);
+            } else {
+                w.host.handle_datagram(w.now, &p);
+            }
+        }
+        while held.is_none()
+            && let Some(n) = w.host.poll_transmit(w.now, &mut hbuf)
+        {
+            w.cam.handle_datagram(w.now, &hbuf[..n]);
+        }
+    }
+    let psn_of = |p: &[u8]| u32::from_be_bytes([0, p[37], p[38], p[39]]);
+    let (held, psn) = (psn_of(&held.expect("a WRITE MIDDLE")), psn_of(&after[1]));
+    let dqpn = w.read(oregs::BASE + oregs::DEVICE_QPN);
+    let mut ack = IbRepr::new(BthRepr::new(Opcode::RC_ACK, dqpn, psn));
+    ack.aeth = Some(rdmacam_protocol::wire::AethRepr {
+        syndrome: rdmacam_protocol::wire::AethSyndrome::Ack { credits: 31 },
+        msn: 0,
+    });
+    let r = RoceV2Repr {
+        ip: IpRepr::v4(HOST, CAM),
+        src_port: 0xc002,
+        dst_port: 4791,
+        ib: ack,
+        payload_len: 0,
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b, &[]).unwrap();
+    w.cam.handle_datagram(w.now, &b);
+    let v: Vec<_> = w.cam.device().violations().iter().collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].0.kind, K::AckUndelivered);
+    assert_eq!((v[0].0.expected, v[0].0.got), (held, psn));
 }
 
 #[test]
@@ -438,6 +539,12 @@ fn bad_host_messages_raise_an_event_and_are_ignored() {
         s.events
     );
     assert_eq!((s.good, s.bad), (10, 0), "streaming unaffected");
+    // and named, once per message refused
+    let refused = w.cam.device().violations();
+    assert_eq!(
+        refused.count(rdmacam_protocol::judge::ViolationKind::OrspMessage),
+        2
+    );
 }
 
 // ---- RDMA CM (ORSP §3, caps bit 5): the host connects with REQ/REP/RTU instead of registers ----

@@ -28,9 +28,10 @@ use super::idle::{BUSY_POLL, SpinBackoff};
 use super::log::{log_event, log_failure, log_rc};
 use super::roce_tx::{send_segmented, send_with_faults};
 use super::sockets::{control_socket, discovery_sockets};
-use super::summary::{CameraSummary, device_summary};
+use super::summary::{CameraSummary, HostViolation, device_summary};
 use crate::camera::CameraCore;
 use crate::fault::FaultEngine;
+use rdmacam_protocol::judge::{Violation, ViolationKind, Violations};
 
 mod notices;
 /// The longest an idle camera sleeps without a timer due: how soon it sees the stop flag
@@ -88,6 +89,8 @@ pub(super) struct CameraLoop {
     /// A GVSP packet held back by a reorder fault, and its destination.
     held_gvsp: Option<(Vec<u8>, SocketAddrV4)>,
     summary: CameraSummary,
+    /// What the host did wrong to cameras that rebooted since.
+    violations_before: Violations,
     /// An RC connection is up whose counters are not yet in `summary`.
     rc_connected: bool,
     /// The loop's epoch (device ticks count from it) and the same moment on CLOCK_MONOTONIC.
@@ -219,6 +222,7 @@ impl CameraLoop {
         }
         let this = CameraLoop {
             cam,
+            violations_before: Violations::new(),
             summary: CameraSummary {
                 ip: ip.to_string(),
                 serial: opts.device.serial.to_string(),
@@ -348,6 +352,7 @@ impl CameraLoop {
         self.drive_line0();
         self.cam.handle_timeout(self.now());
         self.handle_events();
+        notices::tell_violations(&mut self.cam);
         busy |= self.pump_roce(ready.roce);
         busy |= self.pump_verbs();
         self.log_latency();
@@ -411,6 +416,7 @@ impl CameraLoop {
 
     /// Back from the dead with every setting lost; what the old camera did stays counted.
     fn reboot(&mut self) {
+        self.violations_before.merge(self.cam.device().violations());
         self.take_rc_counters();
         self.summary.add(&device_summary(&self.cam));
         let before = self.cam.device().faults_injected();
@@ -626,12 +632,11 @@ impl CameraLoop {
             // as an RNIC: a packet whose ICRC is wrong is dropped before anything reads it
             let bad_before = r.socket.icrc_drops;
             let n = r.socket.recv_checked_batch(&mut r.rx);
-            if r.socket.icrc_drops > bad_before && bad_before == 0 {
-                warn!(
-                    "dropped a RoCEv2 packet with a bad ICRC, as an RDMA NIC drops it: the host \
-                     computes its ICRC wrong (docs/orsp-spec.md, RoCEv2 on the wire), or the \
-                     packet was damaged or forged; the summary counts them"
-                );
+            if r.socket.icrc_drops > bad_before {
+                // the host computes its ICRC wrong, or the packet was damaged or forged
+                let v = Violation::new(ViolationKind::BadIcrc, 0, 0, None);
+                let list = self.cam.device_mut().violations_mut();
+                list.record_many(v, r.socket.icrc_drops - bad_before);
             }
             for (src, ib) in r.rx.datagrams() {
                 self.cam.handle_ib(now(), src, local, 0, ib);
@@ -662,12 +667,14 @@ impl CameraLoop {
                     break;
                 };
                 busy = true;
-                send_with_faults(
+                if send_with_faults(
                     &mut self.faults,
                     &mut r.socket,
                     &mut r.tx[0][..n],
                     &mut r.held,
-                );
+                ) {
+                    self.cam.held_back(&r.tx[0][..n]);
+                }
             }
             if let Some(h) = r.held.take()
                 && let Err(e) = r.socket.send(&h)
@@ -845,6 +852,9 @@ impl CameraLoop {
         }
         self.summary.faults = crate::fault::FaultCounts(injected);
         self.summary.bad_icrc = self.roce.as_ref().map_or(0, |r| r.socket.icrc_drops);
+        notices::tell_violations(&mut self.cam);
+        self.violations_before.merge(self.cam.device().violations());
+        self.summary.host_violations = HostViolation::list(&self.violations_before);
         let d = self.cam.device();
         let (s, g, ev, ac) = (
             d.stream_counters(),
@@ -930,7 +940,13 @@ fn send_batches(
             break;
         }
         busy = true;
-        if let Err(e) = r.socket.send_many((0..k).map(|i| &r.tx[i][..r.tx_len[i]])) {
+        let (tx, tx_len) = (&r.tx, &r.tx_len);
+        let sent = r
+            .socket
+            .send_many_reporting((0..k).map(|i| &tx[i][..tx_len[i]]), &mut |lost| {
+                cam.held_back(lost)
+            });
+        if let Err(e) = sent {
             super::roce_tx::send_failed(&e);
         }
         share.yield_if_due();

@@ -111,6 +111,7 @@ pub(super) fn send_segmented(
         };
         if r.lose() {
             // --loss: sealed with the next place in the run, which the next packet takes
+            cam.held_back_psn(p.psn);
             continue;
         }
         if let Some(first) = batch.first()
@@ -134,13 +135,14 @@ pub(super) fn send_segmented(
 }
 
 /// Send one RoCEv2 packet through the fault engine: lost, corrupted (bad ICRC), marked
-/// Congestion Experienced, duplicated or held back to follow the next one.
+/// Congestion Experienced, duplicated or held back to follow the next one. Returns whether the
+/// host cannot receive it (lost, or corrupted so its NIC drops it).
 pub(super) fn send_with_faults(
     faults: &mut crate::fault::FaultEngine,
     r: &mut RoceSocket,
     packet: &mut [u8],
     held: &mut Option<Vec<u8>>,
-) {
+) -> bool {
     let request = crate::fault::is_rc_request(packet);
     let v = if request {
         faults.packet(true, true)
@@ -148,7 +150,7 @@ pub(super) fn send_with_faults(
         crate::fault::Verdict::default()
     };
     if v.drop {
-        return;
+        return true;
     }
     if v.corrupt {
         // a request (checked above): its ICRC is the last byte
@@ -161,7 +163,7 @@ pub(super) fn send_with_faults(
         {
             send_failed(&e);
         }
-        return;
+        return v.corrupt;
     }
     let copies = if v.duplicate { 2 } else { 1 };
     for _ in 0..copies {
@@ -179,4 +181,5 @@ pub(super) fn send_with_faults(
     {
         send_failed(&e);
     }
+    v.corrupt
 }

@@ -53,13 +53,66 @@ pub struct CameraSummary {
     /// Times the camera slept with nothing to do and woke again (a packet or a timer): an
     /// idle camera sleeps until one is due.
     pub idle_wakeups: u64,
+    /// What the host did wrong, one entry per kind of rule it broke (empty for a correct
+    /// host): docs/orsp-spec.md section 8.
+    pub host_violations: Vec<HostViolation>,
     /// What the camera was asked to do and could not (a latency log it could not write):
     /// `rdmacam run` exits 1 after the summary when there is any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
 }
 
+/// One kind of rule the host broke: how often, the first time in words, where the rule is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HostViolation {
+    /// The kind's name (`p_key`, `ack_unsent`, `heartbeat_late` ...).
+    pub kind: String,
+    /// How many times.
+    pub count: u64,
+    /// The first time: what was expected, what came, its PSN.
+    pub first: String,
+    /// The section of docs/orsp-spec.md that states the rule.
+    pub spec: String,
+}
+
+impl HostViolation {
+    /// A list for the summary from the protocol crate's record.
+    pub fn list(v: &rdmacam_protocol::judge::Violations) -> Vec<HostViolation> {
+        v.iter()
+            .map(|(first, count)| HostViolation {
+                kind: first.kind.name().to_string(),
+                count,
+                first: first.to_string(),
+                spec: first.kind.spec().to_string(),
+            })
+            .collect()
+    }
+}
+
 impl CameraSummary {
+    /// The summary line, and under it a line per kind of rule the host broke.
+    pub fn text(&self) -> String {
+        let mut t = self.line();
+        for l in self.violation_lines() {
+            t.push('\n');
+            t.push_str(&l);
+        }
+        t
+    }
+
+    /// The host's violations, a line each, for the text summary (empty when there is none).
+    pub fn violation_lines(&self) -> Vec<String> {
+        self.host_violations
+            .iter()
+            .map(|v| {
+                format!(
+                    "camera {}: the host broke a rule, {} x{}: first {} [{}]",
+                    self.ip, v.kind, v.count, v.first, v.spec
+                )
+            })
+            .collect()
+    }
+
     /// One human line.
     pub fn line(&self) -> String {
         let silenced = if self.silenced > 0 {

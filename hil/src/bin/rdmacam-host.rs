@@ -90,6 +90,12 @@ struct Args {
     /// this many times; the summary adds every connection's frames (0: end with the error).
     #[arg(long, default_value_t = 3, value_name = "N")]
     reconnect: u32,
+    /// Break one rule on purpose, to test a camera's judgement of hosts (`rdmacam check-host`):
+    /// bad-icrc (every RoCEv2 packet's ICRC spoilt), skip-ack (every ACK names the PSN after
+    /// the right one), no-heartbeat (no GVCP heartbeat once streaming), no-requeue (buffers
+    /// never given back).
+    #[arg(long, value_name = "KIND")]
+    misbehave: Option<rdmacam_hil::host::Misbehaviour>,
     /// Check every frame against these images (the camera replays them with `rdmacam run
     /// --images`, same files): a file, a directory or a glob (`dir/*.png`).
     #[arg(long, value_name = "PATH")]
@@ -236,6 +242,7 @@ fn main() -> ExitCode {
         latency_log: a.latency_log,
         chunks: a.chunks,
         reconnects: a.reconnect,
+        misbehave: a.misbehave,
         inject: a.inject,
         share_cpu: !a.no_share_cpu,
         recv_buffer: a.recv_buffer.map(|b| b as usize),

@@ -76,6 +76,8 @@ pub struct HostOptions {
     /// unprivileged process at most twice `net.core.rmem_max`; the host measures how many
     /// packets what it got holds and tells the camera (OrspHostRxWindow).
     pub recv_buffer: Option<usize>,
+    /// Break one rule on purpose (`--misbehave`), to see a camera's judge name it.
+    pub misbehave: Option<crate::host::Misbehaviour>,
 }
 
 impl HostOptions {
@@ -118,6 +120,7 @@ impl HostOptions {
             inject: Vec::new(),
             share_cpu: true,
             recv_buffer: None,
+            misbehave: None,
         }
     }
 }

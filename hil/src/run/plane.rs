@@ -278,6 +278,9 @@ impl Plane {
                 // its own bound port: the QP pair's entropy port is symmetric in the two QPNs,
                 // so on one loopback address it is the camera's already
                 let mut host = OrspHost::new(cfg(host_qpn, roce.tx_port()));
+                if let Some(m) = o.misbehave {
+                    host.misbehave(m);
+                }
                 // as a NIC would, ACK what arrives while frames are being checked
                 host.defer_checks(CHECK_SLICE);
                 let plane = Plane::Soft(Box::new(SoftPlane {

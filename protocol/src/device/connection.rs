@@ -20,6 +20,27 @@ impl Device {
         &mut self.orsp
     }
 
+    /// A message the host SENT: to the ORSP channel, and a refused one onto the list of what
+    /// the host did wrong.
+    pub fn orsp_host_message(&mut self, bytes: &[u8]) {
+        self.orsp.on_host_message(bytes);
+        if let Some(seq) = self.orsp.take_refused() {
+            use crate::judge::{Violation, ViolationKind};
+            let v = Violation::new(ViolationKind::OrspMessage, 0, seq, None);
+            self.violations.record(v);
+        }
+    }
+
+    /// What the host did wrong so far ([`crate::judge`]).
+    pub fn violations(&self) -> &crate::judge::Violations {
+        &self.violations
+    }
+
+    /// The list, to add what the transport found or to take the firsts for the log.
+    pub fn violations_mut(&mut self) -> &mut crate::judge::Violations {
+        &mut self.violations
+    }
+
     /// The transport's RC counters for the ORSP COUNTERS registers: retransmitted packets, RNR
     /// NAKs, sequence NAKs, CNPs, ACK timeouts.
     pub fn set_transport_counters(&mut self, c: TransportCounters) {

@@ -88,6 +88,7 @@ impl Device {
     }
 
     pub(super) fn refresh_heartbeat(&mut self, now: Instant) {
+        self.other_port = None;
         self.heartbeat_deadline = if self.gvcp_config & regs::GVCP_CONFIG_HEARTBEAT_DISABLE != 0 {
             None
         } else {

@@ -283,6 +283,11 @@ pub struct Device {
     ccp: u32,
     controller: Option<SocketAddrV4>,
     heartbeat_deadline: Option<Instant>,
+    /// A command from the controller's address but another UDP port since its last heartbeat:
+    /// named if the heartbeat then expires.
+    other_port: Option<u16>,
+    /// What the host did wrong ([`crate::judge`]).
+    violations: crate::judge::Violations,
     scp_port: u16,
     scps: u32,
     scpd: u32,
@@ -339,6 +344,8 @@ impl Device {
             ccp: 0,
             controller: None,
             heartbeat_deadline: None,
+            other_port: None,
+            violations: crate::judge::Violations::new(),
             scp_port: 0,
             scps: 1400,
             scpd: 0,
@@ -515,6 +522,16 @@ impl Device {
         if let (Some(deadline), Some(c)) = (self.heartbeat_deadline, self.controller)
             && now >= deadline
         {
+            use crate::judge::{Violation, ViolationKind};
+            self.violations.record(match self.other_port {
+                Some(p) => Violation::new(
+                    ViolationKind::HeartbeatPort,
+                    c.port().into(),
+                    p.into(),
+                    None,
+                ),
+                None => Violation::new(ViolationKind::HeartbeatLate, self.heartbeat_ms, 0, None),
+            });
             self.release_control();
             self.event(DeviceEvent::HeartbeatExpired(c));
         }

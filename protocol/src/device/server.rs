@@ -25,10 +25,18 @@ impl Device {
         self.last_now = now;
         let Ok(c) = Command::parse(datagram) else {
             self.counters.malformed += 1;
+            let code = datagram
+                .get(2..4)
+                .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+            self.header_violation(code);
             return None;
         };
         if self.controller == Some(src) {
             self.refresh_heartbeat(now);
+        } else if let Some(c) = self.controller
+            && c.ip() == src.ip()
+        {
+            self.other_port = Some(src.port());
         }
         let command_crc = crc32fast::hash(datagram);
         if let Some(last) = &self.last_ack
@@ -83,6 +91,9 @@ impl Device {
                 _ => (status::NOT_IMPLEMENTED, 0),
             }
         };
+        if matches!(status, status::INVALID_HEADER | status::NOT_IMPLEMENTED) {
+            self.header_violation(c.command);
+        }
         if status & 0x8000 != 0 {
             self.counters.errors += 1;
         }
@@ -106,6 +117,12 @@ impl Device {
             len,
             broadcast_allowed,
         })
+    }
+
+    fn header_violation(&mut self, command: u16) {
+        use crate::judge::{Violation, ViolationKind};
+        let v = Violation::new(ViolationKind::GvcpHeader, 0, command.into(), None);
+        self.violations.record(v);
     }
 
     pub(super) fn cmd_readreg(

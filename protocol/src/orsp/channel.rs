@@ -198,6 +198,8 @@ pub struct OrspChannel<const BUFS: usize> {
     /// A FLUSH answered in part: the queued buffers its RELEASED parts still owe.
     flush_left: Option<usize>,
     counters: OrspCounters,
+    /// The seq of a host message refused since [`Self::take_refused`] last looked.
+    refused: Option<u32>,
 }
 
 impl<const BUFS: usize> OrspChannel<BUFS> {
@@ -246,6 +248,7 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
             released_frames: Deque::new(),
             flush_left: None,
             counters: OrspCounters::default(),
+            refused: None,
         }
     }
 
@@ -770,8 +773,15 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
         }
     }
 
+    /// The seq of a host message refused (EVENT 0x9004) since the last call, if any: for the
+    /// camera's list of what the host did wrong ([`crate::judge`]).
+    pub fn take_refused(&mut self) -> Option<u32> {
+        self.refused.take()
+    }
+
     fn bad_message(&mut self, seq: u32) {
         self.counters.bad_messages += 1;
+        self.refused.get_or_insert(seq);
         let block = self.block_id;
         self.send_message(true, |b, s| {
             msg::emit_event(b, s, event::MALFORMED_MESSAGE, seq, block, 0).map_err(|_| ())

@@ -78,3 +78,15 @@ impl CameraLoop {
         self.summary.errors.push(what);
     }
 }
+
+/// The first violation of each kind the host commits, as it happens: what was expected, what
+/// came, where the rule is written. The summary lists them all with their counts.
+pub(super) fn tell_violations(cam: &mut crate::camera::CameraCore) {
+    while let Some(v) = cam.device_mut().violations_mut().take_new() {
+        warn!(
+            kind = v.kind.name(),
+            spec = v.kind.spec(),
+            "the host broke a rule: {v} (the first of its kind; the summary counts them all)"
+        );
+    }
+}

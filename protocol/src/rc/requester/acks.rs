@@ -2,6 +2,7 @@
 //! sequence NAKs (go-back-N), RNR NAKs and fatal NAKs, and CNPs.
 
 use super::*;
+use crate::judge::{Violation, ViolationKind as Kind};
 
 impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// Feed the InfiniBand part (BTH to ICRC) of a packet addressed to this QP: ACK/NAK or CNP.
@@ -22,7 +23,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             }
             Some(Transport::Rc) if repr.bth.opcode == Opcode::RC_ACK => {
                 if let Some(aeth) = repr.aeth {
-                    self.handle_ack(now, repr.bth.psn, aeth.syndrome);
+                    self.handle_ack(now, repr.bth.psn, aeth.syndrome, Some(aeth.msn));
                 }
                 true
             }
@@ -30,7 +31,14 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         }
     }
 
-    pub(super) fn handle_ack(&mut self, now: Instant, psn: u32, syndrome: AethSyndrome) {
+    /// `msn`, the AETH's, is checked when given: it must count the messages the ACK completes.
+    pub(super) fn handle_ack(
+        &mut self,
+        now: Instant,
+        psn: u32,
+        syndrome: AethSyndrome,
+        msn: Option<u32>,
+    ) {
         if self.state != State::Ready {
             return;
         }
@@ -40,12 +48,30 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // An ACK covers packets sent; a NAK names one still outstanding. Anything else answers
         // nothing this requester has in flight (a peer's bug, a stale packet, or a bystander's
         // forgery) and is dropped, as rxe's completer drops an ACK with no request waiting.
-        if psn_diff(acked_end, self.una) < 0
-            || psn_diff(acked_end, self.sent_end) > 0
-            || (nak && psn_diff(psn, self.sent_end) >= 0)
-        {
+        if psn_diff(acked_end, self.sent_end) > 0 || (nak && psn_diff(psn, self.sent_end) >= 0) {
+            // never sent: a peer's bug or a forgery, not a late packet
+            self.counters.stale_acks += 1;
+            let last = psn_add(self.sent_end, 0x00ff_ffff);
+            self.violation = Some(Violation::new(Kind::AckUnsent, last, psn, Some(psn)));
+            return;
+        }
+        if psn_diff(acked_end, self.una) < 0 {
             self.counters.stale_acks += 1;
             return;
+        }
+        if let Some(held) = self.held_back
+            && psn_diff(acked_end, held) > 0
+        {
+            // the peer acknowledges a packet the caller never let onto the wire: taken, as a
+            // NIC would, and named once per packet held back
+            self.held_back = None;
+            self.violation = Some(Violation::new(Kind::AckUndelivered, held, psn, Some(psn)));
+        }
+        if let Some(msn) = msn {
+            let expected = self.messages_before(acked_end);
+            if msn != expected && self.violation.is_none() {
+                self.violation = Some(Violation::new(Kind::Msn, expected, msn, Some(psn)));
+            }
         }
         if matches!(syndrome, AethSyndrome::Ack { .. }) && acked_end == self.una {
             // duplicate ACK of what is already acknowledged
@@ -118,6 +144,17 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 self.fail_from(psn, status);
             }
         }
+    }
+
+    /// The AETH MSN an ACK or NAK acknowledging everything before `end` carries: the number of
+    /// messages (24 bits) whose last packet lies before `end`, since the QP was made.
+    fn messages_before(&self, end: u32) -> u32 {
+        let open = self
+            .sq
+            .iter()
+            .take_while(|w| psn_diff(w.last_psn(), end) < 0)
+            .count() as u64;
+        ((self.sq_popped + open) & 0x00ff_ffff) as u32
     }
 
     /// Everything before `end` is acknowledged.

@@ -179,6 +179,14 @@ pub struct Requester<const SQ: usize, const CQ: usize> {
     /// Entries ever removed from the front of the send queue.
     sq_popped: u64,
     counters: RequesterCounters,
+    /// The oldest packet the caller held back on purpose (an injected loss) and the requester
+    /// has not sent again: an ACK past it acknowledges what the peer never received.
+    held_back: Option<u32>,
+    /// One past the highest PSN ever sent again: a packet below it may have reached the peer
+    /// in another copy, so holding one back proves nothing.
+    resent_end: u32,
+    /// What the last packet received broke ([`Self::take_violation`]).
+    violation: Option<crate::judge::Violation>,
 }
 
 impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
@@ -223,6 +231,9 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             last_wqe: None,
             last_wqe_at: 0,
             sq_popped: 0,
+            held_back: None,
+            resent_end: start,
+            violation: None,
             counters: RequesterCounters::default(),
         }
     }
@@ -239,6 +250,23 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         c.srtt_ns = self.rtt.smoothed().unwrap_or(0);
         c.min_rtt_ns = self.rtt.min().unwrap_or(0);
         c
+    }
+
+    /// What the last packet received broke, once: an ACK for a PSN never sent, past a packet
+    /// held back, or with a wrong MSN ([`crate::judge`]).
+    pub fn take_violation(&mut self) -> Option<crate::judge::Violation> {
+        self.violation.take()
+    }
+
+    /// The caller did not put packet `psn` on the wire (a loss it injects): until it is sent
+    /// again, an ACK past it is a violation (`ack_undelivered`). Only a packet never sent
+    /// again counts (an earlier copy of one may have arrived), and only the oldest is kept.
+    pub fn held_back(&mut self, psn: u32) {
+        if psn_diff(psn, self.resent_end) >= 0
+            && self.held_back.is_none_or(|h| psn_diff(psn, h) < 0)
+        {
+            self.held_back = Some(psn);
+        }
     }
 
     /// The rate controller (current rate, α, CNPs handled).
@@ -461,6 +489,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// The counters and the rate controller's share of sending `pkt` at `now`.
     #[inline(always)]
     fn count_sent(&mut self, now: Instant, pkt: &TxPacket) {
+        if pkt.retransmission {
+            if self.held_back == Some(pkt.psn) {
+                self.held_back = None; // sent again
+            }
+            let end = psn_add(pkt.psn, 1);
+            if psn_diff(end, self.resent_end) > 0 {
+                self.resent_end = end;
+            }
+        }
         let c = &mut self.counters;
         c.packets_sent += 1;
         c.payload_bytes_sent += u64::from(pkt.payload_len);
