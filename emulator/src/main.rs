@@ -43,6 +43,37 @@ enum Command {
     /// A virtual camera and the reference host on loopback: ORSP RDMA streaming, every frame
     /// checked, a summary at the end. No root, no RDMA hardware.
     Demo(DemoArgs),
+    /// Test a host: run it once against a fresh camera per scenario (a clean stream, loss,
+    /// reordering, bad ICRCs, a stall, dropped frames, an odd frame size, a slow link, the
+    /// camera rebooting), judge each, print a table. Exit 0 only if every scenario passes.
+    ///
+    /// The host command (after `--`) gets the camera's facts as placeholders in its arguments
+    /// and in its environment: {camera} RDMACAM_CAMERA, {gvcp_port} RDMACAM_GVCP_PORT,
+    /// {roce_port} RDMACAM_ROCE_PORT (the camera receives RoCEv2 there), {host_roce_port}
+    /// RDMACAM_HOST_ROCE_PORT (it sends there), {frames} RDMACAM_FRAMES, {scenario}
+    /// RDMACAM_SCENARIO. docs/host-integration.md.
+    CheckHost(Box<CheckHostArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct CheckHostArgs {
+    /// The camera, as `rdmacam run` takes it (ORSP over its own RoCEv2, the only transport
+    /// whose packets the camera judges itself).
+    #[command(flatten)]
+    camera: RunArgs,
+    /// Frames each scenario asks the host to take ({frames}).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    frames: u64,
+    /// The longest the host command may run in one scenario, in seconds; then it is killed
+    /// and fails the scenario.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// Run only these scenarios (comma-separated names from the table).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// The host under test and its arguments.
+    #[arg(last = true, required = true, value_name = "HOST_COMMAND")]
+    command: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -381,6 +412,85 @@ fn demo_cmd(a: DemoArgs) -> ExitCode {
 
 /// Log to stderr at `level` (or `RUST_LOG`), in colour only on a terminal and without
 /// `NO_COLOR` (no-color.org): a log file or a pipe gets plain text.
+fn check_host_cmd(a: CheckHostArgs, given: impl Fn(&str) -> bool) -> ExitCode {
+    use rdmacam::check_host::{CheckOptions, table};
+    let refused = [
+        (
+            "transport",
+            "check-host streams ORSP over the camera's own RoCEv2 (udp), whose packets it judges itself",
+        ),
+        (
+            "duration",
+            "each scenario lasts as long as the host command runs",
+        ),
+        ("rig", "check-host runs one camera"),
+        ("cameras", "check-host runs one camera"),
+    ];
+    for (id, why) in refused {
+        if given(id) {
+            eprintln!("rdmacam check-host: --{id} does not apply: {why}");
+            return ExitCode::from(2);
+        }
+    }
+    if a.camera.ip.len() > 1 {
+        eprintln!("rdmacam check-host: one --ip: check-host runs one camera");
+        return ExitCode::from(2);
+    }
+    init_logging("warn");
+    let mut camera = a.camera;
+    camera.transport = Transport::Udp;
+    let images = match &camera.images {
+        Some(path) => match rdmacam_io::images::ImageSet::load(path, camera.raw_format) {
+            Ok(set) => Some(std::sync::Arc::new(set)),
+            Err(e) => {
+                eprintln!("rdmacam check-host: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let json = camera.json;
+    let o = CheckOptions {
+        camera: run_options(&camera, images),
+        frames: a.frames,
+        timeout: std::time::Duration::from_secs(a.timeout),
+        only: a.only,
+        command: a.command,
+    };
+    let scenarios = match o.scenarios() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rdmacam check-host: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut outcomes = Vec::new();
+    for s in &scenarios {
+        match o.run_one(s) {
+            Ok(r) => outcomes.push(r),
+            Err(e) => {
+                eprintln!("rdmacam check-host: {e:#}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let pass = outcomes.iter().all(|r| r.pass);
+    if json {
+        eprint!("{}", table(&outcomes));
+        println!(
+            "{}",
+            serde_json::json!({ "pass": pass, "scenarios": outcomes })
+        );
+    } else {
+        print!("{}", table(&outcomes));
+    }
+    if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn init_logging(level: &str) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -442,6 +552,54 @@ fn transport_options(a: &RunArgs, given: impl Fn(&str) -> bool) -> Result<(), St
     }
 }
 
+/// The camera `rdmacam run` (and each scenario of `check-host`) runs, from its options.
+fn run_options(
+    a: &RunArgs,
+    images: Option<std::sync::Arc<rdmacam_io::images::ImageSet>>,
+) -> RunOptions {
+    let image_size = images.as_ref().map(|i| (i.width(), i.height()));
+    let mut opts = RunOptions::new(a.ip[0], &a.serial);
+    let d = &mut opts.device;
+    d.sensor_width = a.sensor_width.or(image_size.map(|s| s.0)).unwrap_or(2048);
+    d.sensor_height = a.sensor_height.or(image_size.map(|s| s.1)).unwrap_or(2048);
+    d.width = a.width.or(image_size.map(|s| s.0)).unwrap_or(1920);
+    d.height = a.height.or(image_size.map(|s| s.1)).unwrap_or(1080);
+    d.pixel_format = a.pixel_format;
+    d.pattern = a.pattern;
+    d.frame_rate = a.fps;
+    d.gev_version = a.gev_version;
+    d.link_speed_mbps = a.link_mbps.unwrap_or(match a.transport {
+        Transport::Gvsp => 1000,
+        Transport::Udp | Transport::Verbs => 10_000,
+    });
+    d.first_frame_mbps = a.first_frame_mbps;
+    RunOptions {
+        images,
+        seed: a.seed,
+        duration: a.duration,
+        trigger_hz: a.trigger_hz,
+        roce: a.transport == Transport::Udp,
+        roce_port: a.roce_port,
+        host_roce_port: a.host_roce_port,
+        gvcp_port: a.gvcp_port,
+        pcap: a.pcap.clone(),
+        roce_ip: a.roce_ip,
+        cm_port: a.cm_port,
+        verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
+        gso: !a.no_gso,
+        gvsp_gso: a.gvsp_gso,
+        data_mover: a.data_mover,
+        busy_poll: a
+            .busy_poll_us
+            .map(|us| std::time::Duration::from_micros(u64::from(us))),
+        share_cpu: !a.no_share_cpu,
+        nice: a.nice,
+        latency_log: a.latency_log.clone(),
+        faults: a.faults.clone(),
+        ..opts
+    }
+}
+
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -449,6 +607,12 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Inspect { file, port, json } => inspect::run(&file, port, json),
         Command::Demo(a) => demo_cmd(a),
+        Command::CheckHost(a) => {
+            let m = matches.subcommand_matches("check-host");
+            let given =
+                |id: &str| m.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine);
+            check_host_cmd(*a, given)
+        }
         Command::Run(a) => {
             let given = |id: &str| {
                 run_matches.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine)
@@ -479,47 +643,7 @@ fn main() -> ExitCode {
                 },
                 None => None,
             };
-            let image_size = images.as_ref().map(|i| (i.width(), i.height()));
-            let mut opts = RunOptions::new(a.ip[0], &a.serial);
-            let d = &mut opts.device;
-            d.sensor_width = a.sensor_width.or(image_size.map(|s| s.0)).unwrap_or(2048);
-            d.sensor_height = a.sensor_height.or(image_size.map(|s| s.1)).unwrap_or(2048);
-            d.width = a.width.or(image_size.map(|s| s.0)).unwrap_or(1920);
-            d.height = a.height.or(image_size.map(|s| s.1)).unwrap_or(1080);
-            d.pixel_format = a.pixel_format;
-            d.pattern = a.pattern;
-            d.frame_rate = a.fps;
-            d.gev_version = a.gev_version;
-            d.link_speed_mbps = a.link_mbps.unwrap_or(match a.transport {
-                Transport::Gvsp => 1000,
-                Transport::Udp | Transport::Verbs => 10_000,
-            });
-            d.first_frame_mbps = a.first_frame_mbps;
-            let opts = RunOptions {
-                images: images.clone(),
-                seed: a.seed,
-                duration: a.duration,
-                trigger_hz: a.trigger_hz,
-                roce: a.transport == Transport::Udp,
-                roce_port: a.roce_port,
-                host_roce_port: a.host_roce_port,
-                gvcp_port: a.gvcp_port,
-                pcap: a.pcap,
-                roce_ip: a.roce_ip,
-                cm_port: a.cm_port,
-                verbs: (a.transport == Transport::Verbs).then(|| a.device.clone()),
-                gso: !a.no_gso,
-                gvsp_gso: a.gvsp_gso,
-                data_mover: a.data_mover,
-                busy_poll: a
-                    .busy_poll_us
-                    .map(|us| std::time::Duration::from_micros(u64::from(us))),
-                share_cpu: !a.no_share_cpu,
-                nice: a.nice,
-                latency_log: a.latency_log,
-                faults: a.faults,
-                ..opts
-            };
+            let opts = run_options(&a, images);
             let r = match &a.rig {
                 Some(file) => rdmacam::rig::Rig::load(file)
                     .and_then(|rig| {

@@ -17,7 +17,7 @@ mod idle;
 mod log;
 mod roce_tx;
 mod sockets;
-mod summary;
+pub mod summary;
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
