@@ -32,6 +32,8 @@ pub struct Scenario {
     link_mbps: Option<u32>,
     /// The camera goes away mid-stream: the host may end with an error, as long as it ends.
     camera_goes: bool,
+    /// The camera powers up with chunk data on.
+    chunks: bool,
 }
 
 const fn scenario(name: &'static str, what: &'static str) -> Scenario {
@@ -43,11 +45,12 @@ const fn scenario(name: &'static str, what: &'static str) -> Scenario {
         size: None,
         link_mbps: None,
         camera_goes: false,
+        chunks: false,
     }
 }
 
 /// Every scenario, in the order they run.
-pub const SCENARIOS: [Scenario; 9] = [
+pub const SCENARIOS: [Scenario; 10] = [
     scenario("clean", "a clean stream at the given options"),
     Scenario {
         loss: 0.02,
@@ -89,6 +92,13 @@ pub const SCENARIOS: [Scenario; 9] = [
         ..scenario(
             "odd-size",
             "638x481 frames: no multiple of the path MTU or of 4 lines",
+        )
+    },
+    Scenario {
+        chunks: true,
+        ..scenario(
+            "chunks",
+            "the camera left with chunk data on: each frame's chunks follow its image (PayloadSize counts them)",
         )
     },
     Scenario {
@@ -167,6 +177,7 @@ impl CheckOptions {
             o.device.sensor_width = o.device.sensor_width.max(w);
             o.device.sensor_height = o.device.sensor_height.max(h);
         }
+        o.device.chunk_mode |= s.chunks;
         if let Some(m) = s.link_mbps {
             o.device.link_speed_mbps = m;
         }

@@ -44,8 +44,8 @@ enum Command {
     /// checked, a summary at the end. No root, no RDMA hardware.
     Demo(DemoArgs),
     /// Test a host: run it once against a fresh camera per scenario (a clean stream, loss,
-    /// reordering, bad ICRCs, a stall, dropped frames, an odd frame size, a slow link, the
-    /// camera rebooting), judge each, print a table. Exit 0 only if every scenario passes.
+    /// reordering, bad ICRCs, a stall, dropped frames, an odd frame size, chunk data, a slow
+    /// link, the camera rebooting), judge each, print a table. Exit 0 only if every scenario passes.
     ///
     /// The host command (after `--`) gets the camera's facts as placeholders in its arguments
     /// and in its environment: {camera} RDMACAM_CAMERA, {gvcp_port} RDMACAM_GVCP_PORT,

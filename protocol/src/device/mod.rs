@@ -135,6 +135,10 @@ pub struct DeviceConfig {
     pub tick_offset: u64,
     /// UDP source port of the message channel (MCSP): where events leave from.
     pub message_source_port: u16,
+    /// Power up with chunk data on (ChunkModeActive, every chunk enabled), as a camera a
+    /// previous host left so: frames carry their chunks after the image (`check-host`'s
+    /// `chunks` scenario).
+    pub chunk_mode: bool,
 }
 
 /// `v`, cut at the capacity of the string it goes into (whole characters).
@@ -184,6 +188,7 @@ impl DeviceConfig {
             orsp_offered: true,
             tick_offset: 0,
             message_source_port: 0,
+            chunk_mode: false,
         }
     }
 }

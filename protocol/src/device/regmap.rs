@@ -444,6 +444,12 @@ impl CameraRegs {
             },
         );
         cam.set(regs::ACTION_SELECTOR, 1);
+        if cfg.chunk_mode {
+            cam.set(regs::CHUNK_MODE_ACTIVE, 1);
+            for c in super::features::chunks::CHUNKS {
+                cam.set(regs::CHUNK_ENABLE + 4 * c.selector, 1);
+            }
+        }
         for i in 0..regs::TRIGGERS {
             cam.set(
                 regs::TRIGGER_SOURCE + i * regs::TRIGGER_STRIDE,
