@@ -66,6 +66,8 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     // and no timeout the camera counts (ACK_TIMEOUTS): its waits for a late ACK resend
     // nothing and are not counted; they read as "the host's ACKs are late" before
     assert_eq!(s["camera"]["timeouts"].as_u64(), Some(0), "{s}");
+    // the reference host breaks no rule the camera judges
+    assert_eq!(s["camera"]["host_violations"], serde_json::json!([]), "{s}");
     // the receiving thread's CPU over the stream, as the kernel counts it: some, and no more
     // than the stream's wall time (one thread)
     let (cpu, wall) = (s["cpu_seconds"].as_f64(), s["seconds"].as_f64());
@@ -121,6 +123,8 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
     );
     assert!(s["retransmitted_packets"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["bytes_received"].as_u64(), Some(60 * 640 * 480 * 2));
+    // nor under loss: every ACK for what it received, past no packet the camera lost
+    assert_eq!(s["camera"]["host_violations"], serde_json::json!([]), "{s}");
     if let Some(wire) = wire {
         let w = wire.finish();
         assert_eq!(w.bad, 0, "packets with a wrong ICRC on the wire: {w:?}");
@@ -162,6 +166,7 @@ fn demo_streams_and_checks_every_frame_then_summarises() {
         "every frame arrived or was reported dropped: {s}"
     );
     assert_eq!(dropped, 0, "{s}");
+    assert_eq!(s["camera"]["host_violations"], serde_json::json!([]), "{s}");
 
     // The host used to start acquisition as soon as it had sent its ANNOUNCE: when that was
     // lost, the frames due before it was sent again found no buffer and the camera dropped them
