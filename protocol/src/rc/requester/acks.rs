@@ -185,8 +185,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 // On a path that lost nothing else lately the peer was slow, not the link
                 // lossy: what it took is a round trip the timers must wait out next time. Amid
                 // losses the wait also holds recovery, and learning it would only lengthen the
-                // next timeout.
-                if !self.lossy_before(now, at) {
+                // next timeout. Only from an ACK past what went again: one found spurious by
+                // coming "too soon" alone may answer the resend itself, when the shortest
+                // round trip known is a slow first answer (a host's HELLO ACKed once its
+                // CONNECT returned), and the whole silence was learned as a round trip
+                // (issue 46: 1 demo start in 8 at 20 % loss took 3-13 s)
+                if !self.lossy_before(now, at) && psn_diff(end, self.send_psn) > 0 {
                     self.rtt.sample(now, now.0.saturating_sub(armed_at.0));
                 }
             }
@@ -253,5 +257,73 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.sent_times.clear();
         self.retrying_from = Some(psn);
         self.send_psn = psn;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{AethRepr, BthRepr, IbRepr};
+    use core::net::{IpAddr, Ipv4Addr};
+
+    fn ack(qpn: u32, psn: u32) -> [u8; 20] {
+        let mut ib = IbRepr::new(BthRepr::new(Opcode::RC_ACK, qpn, psn));
+        ib.aeth = Some(AethRepr {
+            syndrome: AethSyndrome::Ack { credits: 0x1f },
+            msn: 0,
+        });
+        let mut b = [0u8; 20];
+        ib.emit(&mut b, 0).unwrap();
+        b
+    }
+
+    /// The start of `rdmacam demo` at 20 % loss (issue 46): the host answers the camera's first
+    /// message (its HELLO) only once its own CONNECT returns, 3.8 ms, the shortest round trip
+    /// the requester knows; then a tail packet is lost. After the quiet waits and the go-back,
+    /// the host answers the resend at once (0.1 ms). That answer comes "sooner than any round
+    /// trip" learned so far and is taken for a spurious timeout; it used to teach the timers
+    /// the whole silence as a round trip (91 ms in the trace), the RTO then sat at its
+    /// configured maximum, and 1 start in 8 took 3-13 s for 100 frames. An ACK that covers
+    /// nothing unsent since the timeout may answer the resend: no round trip is learned from it.
+    #[test]
+    fn an_answer_to_a_go_back_is_no_round_trip_of_the_silence() {
+        let path = Path::new(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        );
+        let mut cfg = RequesterConfig::new(0x100, 0x11, 0x10, path);
+        cfg.timeout = 17;
+        let mut rq: Requester<8, 8> = Requester::new(cfg);
+        let bufs = [[7u8; 256]];
+        let ms = |n: u64| Instant::from_micros(n * 1000);
+        rq.post(WorkRequest::send(1, PayloadRef::new(0, 0), 64))
+            .unwrap();
+        let hello = rq.poll_transmit(ms(0), &bufs[..]).unwrap().psn;
+        rq.handle_ib(Instant::from_micros(3800), &ack(0x100, hello));
+        assert_eq!(rq.counters().min_rtt_ns, 3_800_000);
+        // the next message's one packet is lost
+        rq.post(WorkRequest::send(2, PayloadRef::new(0, 0), 64))
+            .unwrap();
+        let lost = rq.poll_transmit(ms(5), &bufs[..]).unwrap().psn;
+        let mut now = ms(5);
+        let resent_at = loop {
+            now = rq.poll_timeout().expect("a timer");
+            rq.handle_timeout(now);
+            if let Some(p) = rq.poll_transmit(now, &bufs[..]) {
+                assert_eq!(p.psn, lost);
+                break now;
+            }
+        };
+        // the host answers the resend 0.1 ms after it left
+        let answer = Instant(resent_at.0 + 100_000);
+        rq.handle_ib(answer, &ack(0x100, lost));
+        let c = rq.counters();
+        assert_eq!(c.completed, 2, "{c:?}");
+        assert!(
+            c.srtt_ns < 4_000_000,
+            "the silence ({} ms) was learned as a round trip: srtt {} ns",
+            (resent_at.0 - ms(5).0) / 1_000_000,
+            c.srtt_ns
+        );
     }
 }
