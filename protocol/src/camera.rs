@@ -184,6 +184,8 @@ pub struct Camera<S: FrameSource, M: FrameMemory> {
     queue_slack_ns: u64,
     /// Packets are built by a data mover from descriptors ([`crate::rc::offload`]).
     icrc_offload: bool,
+    /// The least a paced burst of the stream carries, bytes ([`Self::set_pace_burst`]).
+    pace_burst: u32,
     /// The ICRC check of what arrives on a UDP socket ([`Camera::handle_udp`]).
     icrc_check: crate::wire::socket_icrc::SocketIcrcCheck,
 }
@@ -233,6 +235,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             entropy: None,
             queue_slack_ns: crate::rc::QUEUE_SLACK_NS,
             icrc_offload: false,
+            pace_burst: 0,
             icrc_check: crate::wire::socket_icrc::SocketIcrcCheck::new(),
         }
     }
@@ -251,6 +254,15 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// connection on.
     pub fn set_icrc_offload(&mut self, on: bool) {
         self.icrc_offload = on;
+    }
+
+    /// Pace the stream in bursts of at least `bytes` (at most 64 KiB), from the next
+    /// connection on: the average rate stays the link's, and a camera that sleeps between
+    /// bursts wakes once per burst rather than once per packet
+    /// ([`RateController::set_min_burst`](crate::rc::RateController::set_min_burst)). 0, the
+    /// default, sends each packet at its time (a NIC or an FPGA paces per packet for free).
+    pub fn set_pace_burst(&mut self, bytes: u32) {
+        self.pace_burst = bytes;
     }
 
     /// Draw the device's QPN and first PSN with `entropy` (the OS's random source in the
@@ -479,6 +491,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         let mut rs = ResponderConfig::new(p.device_qpn, p.host_qpn, p.host_sq_psn, path);
         rs.pmtu = p.pmtu;
         let mut qp = Qp::new(rq, rs);
+        qp.requester.set_min_burst(self.pace_burst);
         for id in 0..DEV_RECV_DEPTH {
             qp.responder.post_recv(u64::from(id), DEV_RECV_SIZE);
         }
@@ -827,6 +840,13 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         .into_iter()
         .flatten()
         .min()
+    }
+
+    /// Whether the stream has a packet due that only the pacer holds back (the window is open):
+    /// then an ACK cannot send anything sooner, and the caller may sleep until
+    /// [`Self::poll_timeout`] instead of polling for one.
+    pub fn pace_bound(&self) -> bool {
+        self.qp.as_ref().is_some_and(|q| q.requester.can_send())
     }
 
     /// Run timers: heartbeat, ACK timeout, rate, CM REP resend.

@@ -810,6 +810,7 @@ impl CameraLoop {
         // so poll for it a little before sleeping (`busy_poll`, never past the next timer)
         if !self.busy_poll.is_zero()
             && !wait.is_zero()
+            && !self.cam.pace_bound()
             && self.last_busy.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
             && let Some(r) = self.roce.as_ref()
             && self.spin.ready()

@@ -27,6 +27,12 @@ use core::ops::{Add, Sub};
 use core::time::Duration;
 
 pub use rate::{DcqcnConfig, RateConfig, RateController};
+
+/// A burst size for [`Requester::set_min_burst`] for a software sender paced to a link: one
+/// UDP segmentation-offload send of 64 KiB per wake-up (52 us at 10 Gbit/s). Larger bursts
+/// cost less CPU still (256 KiB: a fifth less again) but make a frame's TRAILER wait behind
+/// the burst in the host's socket: what a host sees of a frame comes later (docs/BENCHMARKS.md).
+pub const PACE_BURST: u32 = 64 << 10;
 pub use requester::{
     Completion, LOSS_MEMORY, NEW_DATA_PROBES, PostError, QUEUE_SLACK_NS, Requester,
     RequesterConfig, RequesterCounters, TxPacket, WcStatus, WorkRequest,

@@ -73,6 +73,10 @@ pub struct RateConfig {
 pub struct RateController {
     cfg: RateConfig,
     next_allowed: Instant,
+    /// The least a paced burst carries, bytes (0: every packet goes as soon as its time comes).
+    min_burst: u32,
+    /// A burst is under way: its packets go as their time comes, until the credit runs out.
+    bursting: bool,
     // DCQCN state
     rc: u64,
     rt: u64,
@@ -94,6 +98,8 @@ impl RateController {
         RateController {
             cfg,
             next_allowed: Instant::ZERO,
+            min_burst: 0,
+            bursting: false,
             rc: line,
             rt: line,
             alpha: cfg.dcqcn.map(|d| u64::from(d.initial_alpha)).unwrap_or(0),
@@ -139,6 +145,36 @@ impl RateController {
         self.next_allowed
     }
 
+    /// Send paced packets in bursts of at least `bytes` (at most 1 MiB; the credit the pacer
+    /// keeps for a late poll grows from 64 KiB to match): once a burst's credit runs out the
+    /// next one waits until `bytes` are due, or all that is ready to go. The average rate is the same; a sender that sleeps between bursts
+    /// wakes once per burst instead of once per packet (a software camera paced at 10 Gbit/s:
+    /// a wake-up every 3.3 us otherwise). 0, the default, sends each packet at its time.
+    pub fn set_min_burst(&mut self, bytes: u32) {
+        self.min_burst = bytes.min(1 << 20);
+    }
+
+    /// Earliest time the next packet may leave when `ready` bytes (at least one packet) wait
+    /// to go: [`Self::next_send_time`], held back between bursts until a burst of
+    /// [`Self::set_min_burst`]'s size (or `ready`, if less) is due.
+    #[inline(always)]
+    pub fn next_send_time_for(&self, ready: impl FnOnce() -> (u64, u64)) -> Instant {
+        if self.bursting || self.min_burst == 0 {
+            return self.next_allowed;
+        }
+        self.hold_until(ready())
+    }
+
+    #[cold]
+    fn hold_until(&self, (ready, packet): (u64, u64)) -> Instant {
+        let Some(rate) = self.current_rate().filter(|r| *r > 0) else {
+            return self.next_allowed;
+        };
+        // the credit for the burst but its first packet (which next_allowed already counts)
+        let burst = ready.min(u64::from(self.min_burst)).saturating_sub(packet);
+        Instant(self.next_allowed.0 + burst * 1_000_000_000 / rate)
+    }
+
     /// Account for `wire_bytes` sent at `now`.
     #[inline]
     pub fn on_sent(&mut self, now: Instant, wire_bytes: usize) {
@@ -152,9 +188,13 @@ impl RateController {
         if let Some(rate) = self.current_rate().filter(|r| *r > 0) {
             let cost = Duration::from_nanos(wire_bytes as u64 * 1_000_000_000 / rate);
             // allow a burst of 64 KiB worth of time so a late poll does not lose throughput
-            let burst = Duration::from_nanos((64 << 10) * 1_000_000_000 / rate);
+            let burst = Duration::from_nanos(
+                u64::from(self.min_burst.max(64 << 10)) * 1_000_000_000 / rate,
+            );
             let floor = Instant(now.0.saturating_sub(burst.as_nanos() as u64));
             self.next_allowed = self.next_allowed.max(floor) + cost;
+            // the burst goes on while the credit covers the next packet now
+            self.bursting = self.min_burst > 0 && self.next_allowed <= now;
         }
         if let Some(d) = self.cfg.dcqcn
             && self.rc < d.line_rate
@@ -252,6 +292,42 @@ mod tests {
         }
         assert!(r.next_send_time() > t0 + Duration::from_millis(5));
         assert_eq!(r.current_rate(), Some(1_000_000));
+    }
+
+    /// With a minimum burst, packets go in runs of that size and the pacer holds the next run
+    /// back until all of it is due, not each packet until its own slot: the same average rate,
+    /// one wake-up per run. Less than a run ready (a frame's tail) goes as soon as it is due.
+    #[test]
+    fn a_minimum_burst_sends_runs_at_the_same_average_rate() {
+        let mut r = RateController::new(RateConfig {
+            static_limit: Some(GBIT10),
+            dcqcn: None,
+        });
+        r.set_min_burst(256 << 10);
+        let (pkt, lots) = (4156u64, (1u64 << 30, 4156u64));
+        let mut now = Instant::from_millis(10);
+        let (mut sent, mut wakes) = (0u64, 0u32);
+        while sent < 100 << 20 {
+            let mut run = 0;
+            while now >= r.next_send_time_for(|| lots) {
+                r.on_sent(now, pkt as usize);
+                sent += pkt;
+                run += 1;
+            }
+            if wakes > 0 {
+                // a whole run each time, never a packet or two
+                assert!((61..=64).contains(&run), "run of {run} packets");
+            }
+            wakes += 1;
+            now = r.next_send_time_for(|| lots);
+        }
+        // 100 MiB at 10 Gbit/s: 83.9 ms, in ~400 wake-ups instead of ~25,000
+        let took = now.0 - Instant::from_millis(10).0;
+        assert!((83_000_000..85_000_000).contains(&took), "{took} ns");
+        assert!(wakes < 420, "{wakes} wake-ups");
+        // a tail of two packets waits for two packets' time only
+        let tail = r.next_send_time_for(|| (2 * pkt, pkt));
+        assert!(tail.0 - r.next_send_time().0 <= 4_000, "{:?}", tail);
     }
 
     #[test]

@@ -305,9 +305,8 @@ mod tests {
         rq.post(WorkRequest::send(2, PayloadRef::new(0, 0), 64))
             .unwrap();
         let lost = rq.poll_transmit(ms(5), &bufs[..]).unwrap().psn;
-        let mut now = ms(5);
         let resent_at = loop {
-            now = rq.poll_timeout().expect("a timer");
+            let now = rq.poll_timeout().expect("a timer");
             rq.handle_timeout(now);
             if let Some(p) = rq.poll_transmit(now, &bufs[..]) {
                 assert_eq!(p.psn, lost);

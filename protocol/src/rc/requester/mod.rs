@@ -329,6 +329,25 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.cq.pop_front()
     }
 
+    /// When the pacer lets the next packet go ([`RateController::next_send_time_for`]): with a
+    /// minimum burst, held back between bursts until one is due, or all that the window and
+    /// the posted requests let go now, if less.
+    #[inline(always)]
+    fn send_time(&self) -> Instant {
+        self.rate.next_send_time_for(|| {
+            let left = self.window().saturating_sub(self.unacked(self.send_psn));
+            let posted = psn_diff(self.next_post_psn, self.send_psn).max(0) as u32;
+            let packet =
+                u64::from(self.cfg.pmtu.bytes()) + crate::wire::roce::MAX_HEADER_LEN as u64;
+            (u64::from(posted.min(left).max(1)) * packet, packet)
+        })
+    }
+
+    /// Send paced packets in bursts of at least `bytes` ([`RateController::set_min_burst`]).
+    pub fn set_min_burst(&mut self, bytes: u32) {
+        self.rate.set_min_burst(bytes);
+    }
+
     fn unacked(&self, psn: u32) -> u32 {
         psn_diff(psn, self.una) as u32
     }
@@ -417,7 +436,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 if self.unacked(self.send_psn) >= self.window() && !self.probe_new_due {
                     return None;
                 }
-                if now < self.rate.next_send_time() {
+                if now < self.send_time() {
                     return None;
                 }
                 self.send_psn
@@ -571,7 +590,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if index <= 0
             || index as u32 + 1 >= w.npkts
             || unacked + 1 >= window
-            || now < self.rate.next_send_time()
+            || now < self.send_time()
         {
             return false;
         }

@@ -45,12 +45,19 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if self.probe_psn.is_some() && self.rnr_until.is_none() {
             earliest(Some(Instant::ZERO));
         }
-        let can_send = psn_diff(self.send_psn, self.next_post_psn) < 0
-            && (self.unacked(self.send_psn) < self.window() || self.probe_new_due);
-        if can_send && self.rnr_until.is_none() {
-            earliest(Some(self.rate.next_send_time()));
+        if self.can_send() {
+            earliest(Some(self.send_time()));
         }
         t
+    }
+
+    /// Whether a packet waits to go and the window lets it: only the pacer holds it back, and
+    /// no ACK can send it sooner (a caller need not poll for one).
+    pub fn can_send(&self) -> bool {
+        self.state == State::Ready
+            && self.rnr_until.is_none()
+            && psn_diff(self.send_psn, self.next_post_psn) < 0
+            && (self.unacked(self.send_psn) < self.window() || self.probe_new_due)
     }
 
     /// Run timers: the local ACK timeout (go back to the oldest unacknowledged PSN, or fail the
@@ -235,7 +242,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         // a full packet of the path MTU as the pacer counts it: its headers at their longest,
         // then pad and ICRC
         let wire = u64::from(self.cfg.pmtu.bytes()) + crate::wire::roce::MAX_HEADER_LEN as u64 + 7;
-        let queued = self.rate.next_send_time().0.saturating_sub(now.0);
+        let queued = self.send_time().0.saturating_sub(now.0);
         queued + packets * wire * 1_000_000_000 / rate
     }
 
