@@ -270,8 +270,9 @@ class Sitting:
             # two vCPUs and the ratio only says how the machine is shared; at a frame rate both
             # can hold, it says which of them works harder per byte
             self.put("host_cpu_ratio_1000fps", f"{median(host_cpu_paced[s]):.2f}", s)
-            # at the camera's defaults: its pacer wakes it for each packet of a frame's burst
-            # (3.3 us apart at 10 Gbit/s), so it never sleeps meanwhile (docs/BENCHMARKS.md)
+            # at the camera's defaults: paced at 10 Gbit/s in runs of one GSO send, sleeping
+            # between them (it used to wake for each packet's slot, 3.3 us apart, and never
+            # slept: docs/benchmarks-history.md)
             self.put("sender_cpu_ratio_paced", f"{median(cpu_paced[s]):.2f}", s)
 
     def busy(self):
