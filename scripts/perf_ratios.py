@@ -23,6 +23,13 @@ Sections (all by default):
            hold; and sender_cpu_ratio_paced, the camera's CPU per GB at its defaults (paced
            at 10 Gbit/s, a 10G NIC) and 300 fps (5 Gbit/s, half that link) over the same
            plain sender's: what a virtual camera costs a CI machine as users run it (no line)
+           Issue 48's lines, against the plain pair with a receiver that reads as cheaply as
+           Linux lets it (udp_blast gro / gro-paced: UDP GRO, recvmmsg, ppoll when empty):
+           sender_cpu_ratio_gro / host_cpu_ratio_gro flat out (camera over the plain sender,
+           the host's stream CPU over the plain receiver's), *_paced_gro at the camera's
+           defaults (300 fps, paced at 10 Gbit/s) against the plain pair paced at 10 Gbit/s in
+           64 KiB runs, *_1g_gro at --link-mbps 1000 --fps 50 against the pair paced at
+           1 Gbit/s; and idle_camera_cpu_percent, a camera with no host over 5 s
   busy     the same camera runs while a busy loop holds one core: retransmissions (summed)
   veth     the camera in its own network namespace, flat out at its default pace, into
            rdmacam-host across a veth pair at the default MTU of 1500 (path MTU 1024):
@@ -199,6 +206,28 @@ def across_veth(bindir, frames=300):
         subprocess.run(["sh", "-c", f"ip link del {hif} 2>/dev/null; ip netns del {ns}"])
 
 
+def udp_blast_gro(bindir, pace_mbps=None, gb=2):
+    """The plain pair of issue 48: udp_blast's GSO sender, flat out or paced to `pace_mbps` in
+    64 KiB runs, into a receiver with UDP GRO and recvmmsg. (sender s/GB, receiver s/GB)."""
+    mode = ["gro"] if pace_mbps is None else ["gro-paced", str(pace_mbps)]
+    out = subprocess.run([f"{bindir}/examples/udp_blast", *mode, str(gb)], capture_output=True,
+                         text=True, timeout=120).stdout
+    m = dict(re.findall(r"(\w+)=([\d.]+)", out))
+    return float(m["sender_cpu_s_per_GB"]), float(m["receiver_cpu_s_per_GB"])
+
+
+def idle_cpu_percent(bindir, seconds=5):
+    """A camera with no host: its CPU over `seconds`, % of one core."""
+    cam = camera(bindir, [])
+    try:
+        time.sleep(0.5)
+        c0 = cpu_s(cam.pid)
+        time.sleep(seconds)
+        return 100 * (cpu_s(cam.pid) - c0) / seconds
+    finally:
+        stop(cam)
+
+
 def udp_blast(bindir):
     out = subprocess.run([f"{bindir}/examples/udp_blast", "gso", "2"], capture_output=True,
                          text=True, timeout=120).stdout
@@ -231,10 +260,31 @@ class Sitting:
         host_cpu_paced = {s: [] for s, _ in self.builds}
         host_cpu_start = {s: [] for s, _ in self.builds}
         cpu_paced = {s: [] for s, _ in self.builds}
+        gro = {s: {k: [] for k in ("cam_flat", "host_flat", "cam_paced", "host_paced", "cam_1g",
+                                   "host_1g")} for s, _ in self.builds}
+        idle = {s: [] for s, _ in self.builds}
         for k in range(self.runs):
             for s, b in self.turns(k):
+                # issue 48: against the plain GRO pair, flat out, paced at 10 Gbit/s, at 1 Gbit/s
+                g = gro[s]
+                ref_flat, ref_flat_rx = udp_blast_gro(self.builds[0][1])
+                ref_paced, ref_paced_rx = udp_blast_gro(self.builds[0][1], 10_000, 1)
+                ref_1g, ref_1g_rx = udp_blast_gro(self.builds[0][1], 1_000, 0.2)
+                j, c = camera_into_host(b, frames=100, fps=50, link=1000)
+                gb = j["bytes_received"] / 1e9
+                g["cam_1g"].append(c / gb / ref_1g)
+                g["host_1g"].append(host_stream_cpu(j) / gb / ref_1g_rx)
+                idle[s].append(idle_cpu_percent(b))
+                print(f"# sender{s} vs GRO pair: plain flat {ref_flat:.3f} / {ref_flat_rx:.3f}, "
+                      f"paced 10G {ref_paced:.3f} / {ref_paced_rx:.3f}, 1G {ref_1g:.3f} / "
+                      f"{ref_1g_rx:.3f} s/GB (sender / receiver); camera at 1G {c / gb:.3f}, host "
+                      f"{host_stream_cpu(j) / gb:.3f}; idle camera {idle[s][-1]:.2f} % of a core",
+                      flush=True)
                 j, c = camera_into_host(b, frames=600, fps=300, link=None)
                 paced_s_per_gb = c / (j["bytes_received"] / 1e9)
+                g["cam_paced"].append(paced_s_per_gb / ref_paced)
+                g["host_paced"].append(host_stream_cpu(j) / (j["bytes_received"] / 1e9)
+                                       / ref_paced_rx)
                 print(f"# sender{s} at its default pace, 300 fps: camera {j['gbit_per_s']:.2f} "
                       f"Gbit/s {paced_s_per_gb:.3f} s/GB", flush=True)
                 j, c = camera_into_host(b, fps=1000)
@@ -247,6 +297,8 @@ class Sitting:
                 rate[s].append(j["gbit_per_s"] / ref_gbit)
                 cpu[s].append((c / gb) / ref_cpu)
                 cpu_paced[s].append(paced_s_per_gb / ref_cpu)
+                g["cam_flat"].append((c / gb) / ref_flat)
+                g["host_flat"].append(host_stream_cpu(j) / gb / ref_flat_rx)
                 retx[s] += j["retransmitted_packets"]
                 host_cpu[s].append(host_stream_cpu(j) / c)
                 host_cpu_start[s].append(j["host_cpu_s"] / c)
@@ -274,6 +326,15 @@ class Sitting:
             # between them (it used to wake for each packet's slot, 3.3 us apart, and never
             # slept: docs/benchmarks-history.md)
             self.put("sender_cpu_ratio_paced", f"{median(cpu_paced[s]):.2f}", s)
+            # issue 48's lines, against the plain GRO pair (udp_blast gro / gro-paced)
+            g = gro[s]
+            self.put("sender_cpu_ratio_gro", f"{median(g['cam_flat']):.2f}", s)
+            self.put("host_cpu_ratio_gro", f"{median(g['host_flat']):.2f}", s)
+            self.put("sender_cpu_ratio_paced_gro", f"{median(g['cam_paced']):.2f}", s)
+            self.put("host_cpu_ratio_paced_gro", f"{median(g['host_paced']):.2f}", s)
+            self.put("sender_cpu_ratio_1g_gro", f"{median(g['cam_1g']):.2f}", s)
+            self.put("host_cpu_ratio_1g_gro", f"{median(g['host_1g']):.2f}", s)
+            self.put("idle_camera_cpu_percent", f"{median(idle[s]):.2f}", s)
 
     def busy(self):
         retx = {s: 0 for s, _ in self.builds}
@@ -530,6 +591,11 @@ LINES = [
     ("latency_p99_us_100fps", "<=", 50), ("latency_p99_us_flat", "<=", 50),
     ("goodput_ratio_1pct", ">=", 0.8), ("goodput_ratio_5pct", ">=", 0.4),
     ("gvsp_fps_ratio", ">=", 2), ("gvsp_cpu_ratio", "<=", 0.5),
+    # issue 48
+    ("sender_cpu_ratio_gro", "<=", 1.5), ("host_cpu_ratio_gro", "<=", 2),
+    ("sender_cpu_ratio_paced_gro", "<=", 1.3), ("host_cpu_ratio_paced_gro", "<=", 2),
+    ("sender_cpu_ratio_1g_gro", "<=", 1.3), ("host_cpu_ratio_1g_gro", "<=", 2),
+    ("idle_camera_cpu_percent", "<", 1),
 ]
 COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt, "==": operator.eq}
 

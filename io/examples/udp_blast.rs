@@ -8,6 +8,14 @@
 //! and `udp_blast sink PORT` as the receiver elsewhere (hil/vm/bench-rxe.sh: across the VM's
 //! veth pair, the path the camera's RoCEv2 takes into rxe).
 //!
+//! `udp_blast gro [GB]` and `udp_blast gro-paced MBPS [GB]`: the same GSO sender (flat out, or
+//! paced to MBPS in runs of one 64 KiB GSO send, sleeping between runs as the camera does) into
+//! a receiver thread that reads as cheaply as Linux lets it: UDP GRO, `recvmmsg`, and `ppoll`
+//! when its socket is empty, nothing else. It also prints that receiver's CPU seconds per GB:
+//! the reference against which `scripts/perf-ratios.sh` judges the camera and the host (a
+//! receiver without GRO makes the sender pay for segmentation on loopback, about half the
+//! ceiling).
+//!
 //! `udp_blast frames PORT FRAMES FPS [MBPS]` with `udp_blast frames-sink PORT FRAMES [spin]`, two
 //! processes: this machine's own frame latency, for `scripts/perf-ratios.sh`. The
 //! sender paces 1920x1080 frames as the camera does (4112-byte datagrams in GSO runs, a 64 KiB
@@ -165,6 +173,30 @@ fn frames_sink(port: u16, frames: usize, spin: bool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The cheapest receiver: UDP GRO, `recvmmsg`, `ppoll` of at most 1 ms when empty. Drains
+/// `port` until `stop`; returns (bytes, its thread's CPU seconds).
+fn gro_receiver(port: u16, stop: Arc<AtomicBool>) -> std::io::Result<std::thread::JoinHandle<(u64, f64)>> {
+    let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), port, 0, 0.0, 1)?;
+    let gro = sock.set_gro(true).is_ok();
+    Ok(std::thread::spawn(move || {
+        let mut batch = if gro {
+            RecvBatch::for_gro()
+        } else {
+            RecvBatch::default()
+        };
+        let c0 = thread_cpu();
+        let mut bytes = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            if sock.recv_batch(&mut batch) == 0 {
+                let _ = wait_readable([sock.as_fd()], std::time::Duration::from_millis(1));
+                continue;
+            }
+            bytes += batch.datagrams().map(|(_, d)| d.len() as u64).sum::<u64>();
+        }
+        (bytes, thread_cpu() - c0)
+    }))
+}
+
 /// As many datagrams of `header` + `payload` as one GSO send carries, ready to send.
 fn gso_run<'a>(header: &'a [u8], payload: &'a [u8]) -> Vec<Gather<'a>> {
     let seg = Gather {
@@ -219,14 +251,26 @@ fn run() -> std::io::Result<()> {
         }
         _ => {}
     }
+    let pace_mbps = (mode == "gro-paced").then(|| num(10_000.0));
     let gb: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2.0);
     // optional FROM TO:PORT: send to a sink elsewhere (`udp_blast sink PORT`, e.g. across the
     // VM's veth pair) instead of the receiver thread on loopback
     let from: Option<Ipv4Addr> = args.next().and_then(|a| a.parse().ok());
     let to: Option<std::net::SocketAddrV4> = args.next().and_then(|a| a.parse().ok());
     let stop = Arc::new(AtomicBool::new(false));
+    let gro = mode.starts_with("gro");
+    let mut gro_rx = None;
     let (src_ip, dst, rx) = match (from, to) {
         (Some(f), Some(t)) => (f, t, None),
+        _ if gro => {
+            let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+            gro_rx = Some(gro_receiver(port, stop.clone())?);
+            (
+                Ipv4Addr::LOCALHOST,
+                std::net::SocketAddrV4::new(Ipv4Addr::LOCALHOST, port),
+                None,
+            )
+        }
         _ => {
             let sink = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
             socket2::SockRef::from(&sink).set_recv_buffer_size(16 << 20)?;
@@ -268,8 +312,15 @@ fn run() -> std::io::Result<()> {
         }
         _ => {
             let segs = gso_run(&header, &payload);
+            // paced: one GSO send per run, the next when its bytes are due at the link's rate
+            let ns_per_byte = pace_mbps.map(|m| 8_000.0 / m);
+            let mut due = monotonic_ns();
             while sent < total {
                 let k = segs.len().min(total - sent);
+                if let Some(ns) = ns_per_byte {
+                    wait_until(due);
+                    due += ((k * DATAGRAM) as f64 * ns) as u64;
+                }
                 sock.send_gso(&segs[..k])?;
                 sent += k;
             }
@@ -279,12 +330,18 @@ fn run() -> std::io::Result<()> {
     std::thread::sleep(std::time::Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     let bytes = (sent * DATAGRAM) as f64;
-    let share = match rx {
-        Some(rx) => format!("{:.3}", rx.join().expect("receiver") as f64 / bytes),
-        None => "see-sink".into(),
+    let mut receiver = String::new();
+    let share = match (rx, gro_rx) {
+        (Some(rx), _) => format!("{:.3}", rx.join().expect("receiver") as f64 / bytes),
+        (None, Some(rx)) => {
+            let (got, rx_cpu) = rx.join().expect("receiver");
+            receiver = format!(" receiver_cpu_s_per_GB={:.3}", rx_cpu / (got as f64 / 1e9));
+            format!("{:.3}", got as f64 / bytes)
+        }
+        (None, None) => "see-sink".into(),
     };
     println!(
-        "{mode:8} datagrams={sent} received_share={share} gbit_per_s={:.2} sender_cpu_s_per_GB={:.3}",
+        "{mode:8} datagrams={sent} received_share={share} gbit_per_s={:.2} sender_cpu_s_per_GB={:.3}{receiver}",
         bytes * 8.0 / secs / 1e9,
         cpu / (bytes / 1e9)
     );
