@@ -175,7 +175,10 @@ fn frames_sink(port: u16, frames: usize, spin: bool) -> std::io::Result<()> {
 
 /// The cheapest receiver: UDP GRO, `recvmmsg`, `ppoll` of at most 1 ms when empty. Drains
 /// `port` until `stop`; returns (bytes, its thread's CPU seconds).
-fn gro_receiver(port: u16, stop: Arc<AtomicBool>) -> std::io::Result<std::thread::JoinHandle<(u64, f64)>> {
+fn gro_receiver(
+    port: u16,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<(u64, f64)>> {
     let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), port, 0, 0.0, 1)?;
     let gro = sock.set_gro(true).is_ok();
     Ok(std::thread::spawn(move || {
@@ -263,7 +266,9 @@ fn run() -> std::io::Result<()> {
     let (src_ip, dst, rx) = match (from, to) {
         (Some(f), Some(t)) => (f, t, None),
         _ if gro => {
-            let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+            let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?
+                .local_addr()?
+                .port();
             gro_rx = Some(gro_receiver(port, stop.clone())?);
             (
                 Ipv4Addr::LOCALHOST,
