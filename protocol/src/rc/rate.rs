@@ -75,8 +75,9 @@ pub struct RateController {
     next_allowed: Instant,
     /// The least a paced burst carries, bytes (0: every packet goes as soon as its time comes).
     min_burst: u32,
-    /// A burst is under way: its packets go as their time comes, until the credit runs out.
-    bursting: bool,
+    /// Between bursts with a minimum burst set: the next packet waits for a whole burst's
+    /// credit (false while a burst is under way, or with no minimum: each packet at its time).
+    holding: bool,
     // DCQCN state
     rc: u64,
     rt: u64,
@@ -99,7 +100,7 @@ impl RateController {
             cfg,
             next_allowed: Instant::ZERO,
             min_burst: 0,
-            bursting: false,
+            holding: false,
             rc: line,
             rt: line,
             alpha: cfg.dcqcn.map(|d| u64::from(d.initial_alpha)).unwrap_or(0),
@@ -152,6 +153,8 @@ impl RateController {
     /// a wake-up every 3.3 us otherwise). 0, the default, sends each packet at its time.
     pub fn set_min_burst(&mut self, bytes: u32) {
         self.min_burst = bytes.min(1 << 20);
+        // nothing to hold back when nothing limits the rate
+        self.holding = self.min_burst > 0 && self.current_rate().is_some();
     }
 
     /// Earliest time the next packet may leave when `ready` bytes (at least one packet) wait
@@ -159,7 +162,7 @@ impl RateController {
     /// [`Self::set_min_burst`]'s size (or `ready`, if less) is due.
     #[inline(always)]
     pub fn next_send_time_for(&self, ready: impl FnOnce() -> (u64, u64)) -> Instant {
-        if self.bursting || self.min_burst == 0 {
+        if !self.holding {
             return self.next_allowed;
         }
         self.hold_until(ready())
@@ -194,7 +197,7 @@ impl RateController {
             let floor = Instant(now.0.saturating_sub(burst.as_nanos() as u64));
             self.next_allowed = self.next_allowed.max(floor) + cost;
             // the burst goes on while the credit covers the next packet now
-            self.bursting = self.min_burst > 0 && self.next_allowed <= now;
+            self.holding = self.min_burst > 0 && self.next_allowed > now;
         }
         if let Some(d) = self.cfg.dcqcn
             && self.rc < d.line_rate
