@@ -439,15 +439,12 @@ fn check_host_cmd(a: CheckHostArgs, given: impl Fn(&str) -> bool) -> ExitCode {
     init_logging("warn");
     let mut camera = a.camera;
     camera.transport = Transport::Udp;
-    let images = match &camera.images {
-        Some(path) => match rdmacam_io::images::ImageSet::load(path, camera.raw_format) {
-            Ok(set) => Some(std::sync::Arc::new(set)),
-            Err(e) => {
-                eprintln!("rdmacam check-host: {e:#}");
-                return ExitCode::from(2);
-            }
-        },
-        None => None,
+    let images = match load_images(&camera) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("rdmacam check-host: {e:#}");
+            return ExitCode::from(2);
+        }
     };
     let json = camera.json;
     let o = CheckOptions {
@@ -552,6 +549,16 @@ fn transport_options(a: &RunArgs, given: impl Fn(&str) -> bool) -> Result<(), St
     }
 }
 
+/// The images `--images` names, loaded once for every camera that replays them.
+fn load_images(
+    a: &RunArgs,
+) -> anyhow::Result<Option<std::sync::Arc<rdmacam_io::images::ImageSet>>> {
+    a.images
+        .as_ref()
+        .map(|path| rdmacam_io::images::ImageSet::load(path, a.raw_format).map(std::sync::Arc::new))
+        .transpose()
+}
+
 /// The camera `rdmacam run` (and each scenario of `check-host`) runs, from its options.
 fn run_options(
     a: &RunArgs,
@@ -633,15 +640,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let images = match &a.images {
-                Some(path) => match rdmacam_io::images::ImageSet::load(path, a.raw_format) {
-                    Ok(set) => Some(std::sync::Arc::new(set)),
-                    Err(e) => {
-                        eprintln!("rdmacam run: {e:#}");
-                        return ExitCode::from(2);
-                    }
-                },
-                None => None,
+            let images = match load_images(&a) {
+                Ok(i) => i,
+                Err(e) => {
+                    eprintln!("rdmacam run: {e:#}");
+                    return ExitCode::from(2);
+                }
             };
             let opts = run_options(&a, images);
             let r = match &a.rig {
