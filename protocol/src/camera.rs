@@ -24,6 +24,12 @@ use crate::rc::{
 };
 use crate::wire::Opcode;
 
+/// The PSN of a packet's BTH (`ib` from the BTH on), if it is long enough to have one.
+fn bth_psn(ib: &[u8]) -> Option<u32> {
+    let b = ib.get(..crate::wire::bth::HEADER_LEN)?;
+    Some(crate::wire::bth::Packet::new_unchecked(b).psn())
+}
+
 /// Most frame slots a [`FrameMemory`] may have.
 pub const MAX_SLOTS: usize = 8;
 /// A CM MAD packet: IPv6 (the larger), UDP, BTH, DETH, MAD, ICRC.
@@ -541,9 +547,8 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         if bth[0] == Opcode::UD_SEND_ONLY.0 {
             return; // a CM MAD, not the QP's
         }
-        if let Some(qp) = self.qp.as_mut() {
-            qp.requester
-                .held_back(u32::from_be_bytes([0, bth[9], bth[10], bth[11]]));
+        if let (Some(qp), Some(psn)) = (self.qp.as_mut(), bth_psn(bth)) {
+            qp.requester.held_back(psn);
         }
     }
 
@@ -581,9 +586,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     ) -> bool {
         if !self.icrc_check.ok(src, dst, ib) {
             self.counters.bad_icrc += 1;
-            let psn = ib
-                .get(9..12)
-                .map(|b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+            let psn = bth_psn(ib);
             let v = Violation::new(ViolationKind::BadIcrc, 0, 0, psn);
             self.device.violations_mut().record(v);
             return false;
@@ -652,9 +655,7 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         // so in STATUS instead of streaming on with a dead receive side
         if qp.responder.is_error() && self.device.orsp().is_connected() {
             let len = ib.len().saturating_sub(16) as u32;
-            let psn = ib
-                .get(9..12)
-                .map(|b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+            let psn = bth_psn(ib);
             let v = Violation::new(ViolationKind::Request, 0, len, psn);
             self.device.violations_mut().record(v);
             self.device.orsp_failed(event::HOST_MESSAGE_REFUSED);
