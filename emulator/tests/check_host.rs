@@ -52,7 +52,7 @@ fn check(kind: &str, ports: (u16, u16, u16), extra: &[&str]) -> (i32, serde_json
     );
     let me = std::env::current_exe().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_rdmacam"))
-        .args(["check-host", "--json", "--width", "320", "--height", "240"])
+        .args(["check-host", "--json"])
         .args([
             "--gvcp-port",
             &gvcp,
@@ -102,6 +102,7 @@ fn why(j: &serde_json::Value, name: &str) -> String {
 
 #[test]
 fn the_reference_host_passes_every_scenario() {
+    // at the camera's defaults (1920x1080 Mono8, 30 fps) but the ports
     let (code, j) = check("ok", (19831, 18231, 18232), &["--timeout", "30"]);
     let names: Vec<&str> = j["scenarios"]
         .as_array()
@@ -117,58 +118,76 @@ fn the_reference_host_passes_every_scenario() {
     assert_eq!((code, &j["pass"]), (0, &serde_json::json!(true)), "{j}");
 }
 
+/// A host broken as `kind` fails each of `scenarios` (run with `extra`), check-host exits 1,
+/// and every failing scenario's reasons contain each of `words`.
+fn fails_naming(
+    kind: &str,
+    ports: (u16, u16, u16),
+    extra: &[&str],
+    scenarios: &str,
+    words: &[&str],
+) {
+    let args = [
+        &["--only", scenarios, "--width", "320", "--height", "240"][..],
+        extra,
+    ]
+    .concat();
+    let (code, j) = check(kind, ports, &args);
+    assert_eq!(code, 1, "{j}");
+    for name in scenarios.split(',') {
+        let w = why(&j, name);
+        assert!(words.iter().all(|x| w.contains(x)), "{kind}, {name}: {w}");
+    }
+}
+
 #[test]
 fn a_host_with_a_wrong_icrc_fails_and_the_reason_names_it() {
-    let (code, j) = check(
+    let extra = ["--timeout", "15"];
+    fails_naming(
         "bad-icrc",
         (19832, 18233, 18234),
-        &["--only", "clean", "--timeout", "15"],
+        &extra,
+        "clean",
+        &["bad_icrc", "ICRC is wrong"],
     );
-    assert_eq!(code, 1, "{j}");
-    let w = why(&j, "clean");
-    assert!(w.contains("bad_icrc") && w.contains("ICRC is wrong"), "{w}");
 }
 
 #[test]
 fn a_host_whose_acks_skip_a_psn_fails_and_the_reason_names_it() {
-    let (code, j) = check(
+    let extra = ["--timeout", "20"];
+    fails_naming(
         "skip-ack",
         (19833, 18235, 18236),
-        &["--only", "clean", "--timeout", "20"],
+        &extra,
+        "clean",
+        &["ack_unsent", "never sent"],
     );
-    assert_eq!(code, 1, "{j}");
-    let w = why(&j, "clean");
-    assert!(w.contains("ack_unsent") && w.contains("never sent"), "{w}");
 }
 
 #[test]
 fn a_host_without_a_heartbeat_fails_and_the_reason_names_it() {
     // 60 frames at 10 a second outlast the 3 s heartbeat timeout
-    let (code, j) = check(
+    let extra = ["--fps", "10", "--timeout", "20"];
+    let words = ["heartbeat_late", "control lost"];
+    fails_naming(
         "no-heartbeat",
         (19834, 18237, 18238),
-        &["--only", "clean", "--fps", "10", "--timeout", "20"],
-    );
-    assert_eq!(code, 1, "{j}");
-    let w = why(&j, "clean");
-    assert!(
-        w.contains("heartbeat_late") && w.contains("control lost"),
-        "{w}"
+        &extra,
+        "clean",
+        &words,
     );
 }
 
 #[test]
 fn a_host_that_never_requeues_fails_and_the_reason_names_it() {
-    let (code, j) = check(
+    let words = ["for want of a buffer"];
+    fails_naming(
         "no-requeue",
         (19835, 18239, 18240),
-        &["--only", "clean,loss"],
+        &[],
+        "clean,loss",
+        &words,
     );
-    assert_eq!(code, 1, "{j}");
-    for name in ["clean", "loss"] {
-        let w = why(&j, name);
-        assert!(w.contains("for want of a buffer"), "{name}: {w}");
-    }
 }
 
 #[test]
