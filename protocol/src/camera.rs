@@ -843,6 +843,15 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         .min()
     }
 
+    /// Whether everything the stream has to send went out (what is left waits for ACKs only to
+    /// complete): then no ACK lets a packet go, and the caller need not poll for one (the tail
+    /// of each frame, and a camera between frames).
+    pub fn all_sent(&self) -> bool {
+        self.backlog.is_empty()
+            && !self.device.orsp().work_pending()
+            && self.qp.as_ref().is_none_or(|q| q.requester.all_sent())
+    }
+
     /// Whether the stream has a packet due that only the pacer holds back (the window is open):
     /// then an ACK cannot send anything sooner, and the caller may sleep until
     /// [`Self::poll_timeout`] instead of polling for one.

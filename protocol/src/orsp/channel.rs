@@ -656,6 +656,11 @@ impl<const BUFS: usize> OrspChannel<BUFS> {
 
     // ------------------------------------------------------------- transport side
 
+    /// Whether work requests wait for [`poll_work`](Self::poll_work).
+    pub fn work_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The next work request to post to the queue pair.
     pub fn poll_work(&mut self) -> Option<WorkRequest> {
         self.pending.pop_front()

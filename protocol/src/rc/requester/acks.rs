@@ -157,6 +157,15 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         ((self.sq_popped + open) & 0x00ff_ffff) as u32
     }
 
+    /// A round trip from `since` to an ACK received at `now`. A caller may give an ACK its
+    /// kernel receive time, read after a timer armed later than that: such an ACK answers
+    /// something earlier, and is no round trip from the timer (a sample of 0 would be).
+    fn sample_since(&mut self, now: Instant, since: Instant) {
+        if let Some(rtt) = now.0.checked_sub(since.0) {
+            self.rtt.sample(now, rtt);
+        }
+    }
+
     /// Everything before `end` is acknowledged.
     pub(super) fn advance_una(&mut self, now: Instant, end: u32) {
         if psn_diff(end, self.una) <= 0 {
@@ -191,7 +200,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
                 // CONNECT returned), and the whole silence was learned as a round trip
                 // (issue 46: 1 demo start in 8 at 20 % loss took 3-13 s)
                 if !self.lossy_before(now, at) && psn_diff(end, self.send_psn) > 0 {
-                    self.rtt.sample(now, now.0.saturating_sub(armed_at.0));
+                    self.sample_since(now, armed_at);
                 }
             }
         }
@@ -201,7 +210,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         if let Some(armed_at) = self.pause_armed_at.take() {
             // the peer was slow, not the link lossy: what it took is a round trip the timers
             // must wait out next time
-            self.rtt.sample(now, now.0.saturating_sub(armed_at.0));
+            self.sample_since(now, armed_at);
         }
         let mut newest = None;
         while let Some(&(p, sent)) = self.sent_times.front()
@@ -211,7 +220,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             self.sent_times.pop_front();
         }
         if let Some(sent) = newest {
-            self.rtt.sample(now, now.0.saturating_sub(sent.0));
+            self.sample_since(now, sent);
         }
         self.backoff = 0;
         self.waiting_since = now;
@@ -285,6 +294,65 @@ mod tests {
     /// the whole silence as a round trip (91 ms in the trace), the RTO then sat at its
     /// configured maximum, and 1 start in 8 took 3-13 s for 100 frames. An ACK that covers
     /// nothing unsent since the timeout may answer the resend: no round trip is learned from it.
+    #[test]
+    fn an_ack_stamped_before_what_it_times_is_no_round_trip() {
+        // A caller may stamp an ACK with its kernel receive time, read after a timer fired or
+        // a packet left (a camera the pacer holds sleeps through ACKs); a stamp before the
+        // moment a round trip would be timed from is no sample (it was one of 0 ns, and a
+        // shortest round trip of 0 made every later one look like queueing).
+        let path = Path::new(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        );
+        let mut rq: Requester<8, 8> = Requester::new(RequesterConfig::new(0x100, 0x11, 0x10, path));
+        let bufs = [[7u8; 256]];
+        rq.post(WorkRequest::send(1, PayloadRef::new(0, 0), 64))
+            .unwrap();
+        let first = rq.poll_transmit(Instant::ZERO, &bufs[..]).unwrap().psn;
+        rq.handle_ib(Instant::from_micros(20), &ack(0x100, first));
+        assert_eq!(rq.counters().min_rtt_ns, 20_000);
+        rq.post(WorkRequest::send(2, PayloadRef::new(0, 0), 64))
+            .unwrap();
+        let second = rq
+            .poll_transmit(Instant::from_micros(1000), &bufs[..])
+            .unwrap()
+            .psn;
+        // the timer fires (a pause waited out: the round trip would be timed from its arming)
+        let fire = rq.poll_timeout().expect("the ACK timer");
+        rq.handle_timeout(fire);
+        // the ACK, stamped a microsecond before the packet left (two clocks read apart)
+        rq.handle_ib(Instant::from_micros(999), &ack(0x100, second));
+        let c = rq.counters();
+        assert_eq!(c.completed, 2, "{c:?}");
+        assert_eq!(c.min_rtt_ns, 20_000, "{c:?}");
+    }
+
+    #[test]
+    fn all_sent_while_only_acks_are_awaited() {
+        // the camera polls for ACKs only while one could let a packet go
+        let path = Path::new(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        );
+        let mut rq: Requester<8, 8> = Requester::new(RequesterConfig::new(0x100, 0x11, 0x10, path));
+        let bufs = [[7u8; 256]];
+        assert!(rq.all_sent(), "nothing posted");
+        rq.post(WorkRequest::send(1, PayloadRef::new(0, 0), 64))
+            .unwrap();
+        assert!(!rq.all_sent(), "a packet waits to go");
+        rq.poll_transmit(Instant::ZERO, &bufs[..]).unwrap();
+        assert!(rq.all_sent(), "sent, its ACK awaited");
+        // silence until the timer goes back to the unacknowledged packet
+        let mut now = Instant::ZERO;
+        while rq.counters().go_backs == 0 {
+            now = rq.poll_timeout().expect("the ACK timer");
+            rq.handle_timeout(now);
+        }
+        assert!(!rq.all_sent(), "the go-back's resend waits to go");
+        rq.poll_transmit(now, &bufs[..]).unwrap();
+        assert!(rq.all_sent());
+    }
+
     #[test]
     fn an_answer_to_a_go_back_is_no_round_trip_of_the_silence() {
         let path = Path::new(

@@ -284,6 +284,12 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         self.state == State::Error
     }
 
+    /// Whether every packet of the posted requests went out at least once and no probe waits:
+    /// an ACK can complete requests but let nothing new go.
+    pub fn all_sent(&self) -> bool {
+        psn_diff(self.send_psn, self.next_post_psn) >= 0 && self.probe_psn.is_none()
+    }
+
     /// Work requests posted and not yet completed.
     pub fn outstanding(&self) -> usize {
         self.sq.len()
