@@ -57,6 +57,9 @@ struct RoceLink {
     gso_batch: Vec<TxPacket>,
     /// A packet held back by a reorder fault, sent after the next one.
     held: Option<Vec<u8>>,
+    /// When the last `pump_roce` that sent anything finished sending: no packet read later
+    /// counts as received before it (its timers were armed meanwhile).
+    sent_at: Instant,
     /// The largest path MTU the interface of the RoCEv2 address carries (None: no interface
     /// here holds it, so no limit is known).
     max_pmtu: Option<Pmtu>,
@@ -295,6 +298,7 @@ impl CameraLoop {
             tx_len: [0; TX_BATCH],
             gso_batch: Vec::with_capacity(GSO_MAX_SEGMENTS),
             held: None,
+            sent_at: Instant::ZERO,
             max_pmtu,
         })
     }
@@ -366,19 +370,33 @@ impl CameraLoop {
     }
 
     /// The camera's sockets, for one `ppoll`: GVCP, two broadcast listeners (the first again
-    /// when there is one only), the message channel, RoCEv2 (GVCP again without it).
-    fn fds(&self) -> [std::os::fd::BorrowedFd<'_>; 5] {
+    /// when there is one only), the message channel, RoCEv2 (GVCP again without it, or when
+    /// `roce` is false).
+    fn fds(&self, roce: bool) -> [std::os::fd::BorrowedFd<'_>; 5] {
         let c = self.control.as_fd();
         let d0 = self.discovery[0].as_fd();
         let d1 = self.discovery.get(1).map_or(d0, |d| d.as_fd());
-        let r = self.roce.as_ref().map_or(c, |r| r.socket.as_fd());
+        let r = match &self.roce {
+            Some(r) if roce => r.socket.as_fd(),
+            _ => c,
+        };
         [c, d0, d1, self.message_sock.as_fd(), r]
     }
 
     /// Which sockets have something to read, waiting at most `wait` for one to.
     fn readiness(&self, wait: Duration) -> Ready {
-        match rdmacam_io::poll::readable(self.fds(), wait) {
-            Ok(r) => Ready::from(r),
+        self.readiness_of(wait, true)
+    }
+
+    /// [`readiness`](Self::readiness), waking for RoCEv2 packets only if `roce`; without, the
+    /// RoCEv2 socket counts as readable when the wait ends (whatever came is read then).
+    fn readiness_of(&self, wait: Duration, roce: bool) -> Ready {
+        match rdmacam_io::poll::readable(self.fds(roce), wait) {
+            Ok(r) => {
+                let mut ready = Ready::from(r);
+                ready.roce |= !roce && self.roce.is_some();
+                ready
+            }
             Err(e) => {
                 warn!("poll failed: {e}");
                 std::thread::sleep(wait);
@@ -638,21 +656,32 @@ impl CameraLoop {
                 let list = self.cam.device_mut().violations_mut();
                 list.record_many(v, r.socket.icrc_drops - bad_before);
             }
-            for (src, ib) in r.rx.datagrams() {
-                self.cam.handle_ib(now(), src, local, 0, ib);
+            // each packet at the kernel's receive time, not when the loop came to read it: a
+            // camera the pacer holds sleeps through ACKs (`idle`), and a round trip measured to
+            // the wake-up would count the sleep as queueing on the path. No sooner than the
+            // last send, though: what went out after a packet arrived and before it was read
+            // armed its timers then, and a round trip from those would come out 0
+            let read_at = now();
+            for (k, (src, ib)) in r.rx.datagrams().enumerate() {
+                let arrived = r.rx.arrived(k).checked_sub(self.mono_t0);
+                let at = arrived.map_or(read_at, |a| {
+                    Instant::from_nanos(a).max(r.sent_at).min(read_at)
+                });
+                self.cam.handle_ib(at, src, local, 0, ib);
             }
             busy |= n > 0;
             if n < rdmacam_io::roce::RECV_BATCH {
                 break;
             }
         }
+        let mut sent = false;
         let packet_faults = self.faults.packet_faults();
         if self.faults.stalled() {
             // a stream stall: nothing leaves until it ends
         } else if r.socket.gso() && !packet_faults {
             // UDP segmentation offload with gather I/O: runs of equal-size packets in one
             // send, payload straight from frame memory
-            busy |= send_segmented(
+            sent = send_segmented(
                 &mut self.cam,
                 &mut r.socket,
                 now,
@@ -666,7 +695,7 @@ impl CameraLoop {
                 let Some(n) = self.cam.poll_transmit(now(), &mut r.tx[0][..]) else {
                     break;
                 };
-                busy = true;
+                sent = true;
                 if send_with_faults(
                     &mut self.faults,
                     &mut r.socket,
@@ -682,9 +711,12 @@ impl CameraLoop {
                 super::roce_tx::send_failed(&e);
             }
         } else {
-            busy |= send_batches(&mut self.cam, r, now, &mut self.share);
+            sent = send_batches(&mut self.cam, r, now, &mut self.share);
         }
-        busy
+        if sent {
+            r.sent_at = now();
+        }
+        busy | sent
     }
 
     /// The verbs transport: completions and receives in, work requests posted.
@@ -807,10 +839,13 @@ impl CameraLoop {
             wait = wait.min(Duration::from_secs_f64(half - into));
         }
         // RoCEv2 traffic just moved: the ACK that opens the window is due within a round trip,
-        // so poll for it a little before sleeping (`busy_poll`, never past the next timer)
+        // so poll for it a little before sleeping (`busy_poll`, never past the next timer);
+        // not when everything went out (a frame's tail: an ACK lets nothing go, and the polls
+        // took 50 us of CPU per frame)
         if !self.busy_poll.is_zero()
             && !wait.is_zero()
             && !self.cam.pace_bound()
+            && !self.cam.all_sent()
             && self.last_busy.elapsed() < rdmacam_io::poll::BUSY_POLL_WHILE
             && let Some(r) = self.roce.as_ref()
             && self.spin.ready()
@@ -829,8 +864,15 @@ impl CameraLoop {
         // spin no longer than above (a spinning camera starves the host's receive thread on a
         // small machine), and never sleep blind (an ACK would wait out the whole sleep). The
         // verbs transport's completions have no descriptor here and wait out the timeout.
+        //
+        // Held back by the pacer alone (the window open), the camera sleeps through ACKs: one
+        // cannot send anything sooner, and each used to wake it (the host ACKs every 8
+        // packets: two wake-ups per 64 KiB run at the default pace). What came is read when
+        // the run is due, each packet at its kernel receive time (`pump_roce`); a NAK waits at
+        // most one run's time on the link.
         if !wait.is_zero() {
-            self.ready = Some(self.readiness(wait));
+            let pace_bound = self.cam.pace_bound();
+            self.ready = Some(self.readiness_of(wait, !pace_bound));
             self.summary.idle_wakeups += 1;
         }
     }
