@@ -47,6 +47,13 @@ Sections (all by default):
            the same, from a plain UDP sender into a receiver that only drains and waits as the
            host does (*_plain), and into one that never sleeps (*_plain_spin: a core held;
            what is left is the machine taking the CPU away)
+  sizes    issue 48's latency lines for every frame size a user may pick: 16x16 (one packet),
+           640x480, 1920x1080 and 4096x3072 Mono8 (larger frames only add runs before the
+           last; at 100 fps 4096x3072 already fills the camera's 10 Gbit/s pace), at 100 fps
+           and flat out (--fps 1000), alone and beside a busy loop holding one core (*_busy):
+           latency_p99_us_<fps>_<W>x<H>[_busy], the median of LATENCY_RUNS runs' p99, each
+           beside the machine's own figure (*_plain: udp_blast frames of the same size, paced
+           the same, into a receiver that only drains)
   goodput  rdmacam demo, 300 frames at 0, 1 and 5 % loss (both directions), seeds 1-8
            interleaved: the lossy medians as ratios of the lossless one (100 frames and seeds
            1-5 until 2026-11-26: a 100-frame run at 1 % lasts 0.2 s, much of it the window's
@@ -151,6 +158,8 @@ def stop(p):
 SENDER_FPS = 10000
 # the fewest runs of each latency figure (see the docstring)
 LATENCY_RUNS = 8
+# the frame sizes of the sizes section: one packet, VGA, 1080p, 12 MP (Mono8)
+LATENCY_SIZES = ((16, 16), (640, 480), (1920, 1080), (4096, 3072))
 
 
 def on_cpu(pin):
@@ -163,7 +172,7 @@ def on_cpu(pin):
 
 
 def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), link=100000,
-                     pin=False):
+                     pin=False, size=(1920, 1080)):
     """One camera streaming `frames` frames into rdmacam-host: the host's JSON, camera CPU s.
     `link`: the camera's --link-mbps (100000 by default: loopback is no 10G link, pace only
     above what it carries, as the demo does; None: the camera's default, a 10G NIC).
@@ -171,7 +180,8 @@ def camera_into_host(bindir, frames=300, fps=1000, cam_args=(), host_args=(), li
     "one": both on CPU 0 (on_cpu)."""
     pace = ["--link-mbps", str(link)] if link else []
     cpu = on_cpu(pin)
-    cam = camera(bindir, ["--width", "1920", "--height", "1080", "--fps", str(fps), *pace,
+    cam = camera(bindir, ["--width", str(size[0]), "--height", str(size[1]), "--fps", str(fps),
+                          *pace,
                           *cam_args], prefix=cpu(0))
     try:
         c0 = cpu_s(cam.pid)
@@ -390,6 +400,33 @@ class Sitting:
                          for _ in range(max(self.runs, LATENCY_RUNS))]
                 self.put(f"{name}_plain{'_spin' if spin else ''}", f"{median(plain):.1f}", "")
 
+    def sizes(self):
+        for busy in (False, True):
+            spin = subprocess.Popen(["sh", "-c", "while :; do :; done"]) if busy else None
+            try:
+                for w, h in LATENCY_SIZES:
+                    for fps, rate in ((100, "100fps"), (1000, "flat")):
+                        name = f"latency_p99_us_{rate}_{w}x{h}{'_busy' if busy else ''}"
+                        p99 = {s: [] for s, _ in self.builds}
+                        for k in range(max(self.runs, LATENCY_RUNS)):
+                            for s, b in self.turns(k):
+                                with tempfile.TemporaryDirectory() as d:
+                                    cam_log, host_log = f"{d}/cam.csv", f"{d}/host.csv"
+                                    camera_into_host(b, 300, fps, ["--latency-log", cam_log],
+                                                     ["--latency-log", host_log], link=None,
+                                                     size=(w, h))
+                                    time.sleep(0.2)
+                                    p99[s].append(latency_p99(cam_log, host_log))
+                        for s, _ in self.builds:
+                            self.put(name, f"{median(p99[s]):.1f}", s)
+                        plain = [plain_latency_p99(self.builds[0][1], fps, False, False, (w, h))
+                                 for _ in range(max(self.runs, LATENCY_RUNS))]
+                        self.put(f"{name}_plain", f"{median(plain):.1f}", "")
+            finally:
+                if spin:
+                    spin.kill()
+                    spin.wait()
+
     def goodput(self):
         g = {(s, loss): [] for s, _ in self.builds for loss in (0, 0.01, 0.05)}
         for seed in range(1, 9):
@@ -465,7 +502,7 @@ def latency_p99(cam_log, host_log):
     return total
 
 
-def plain_latency_p99(bindir, fps, pin, spin):
+def plain_latency_p99(bindir, fps, pin, spin, size=(1920, 1080)):
     """The same frames as the latency figures from a plain UDP sender into a receiver that
     only drains (`udp_blast frames` / `frames-sink`, the host's waits: recvmmsg with GRO, ppoll
     of 1 ms; `spin`: never sleeps), TRAILER leaving to the receiver seeing it, p99 in us."""
@@ -475,8 +512,8 @@ def plain_latency_p99(bindir, fps, pin, spin):
                              *(["spin"] if spin else [])], stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.3)
-        subprocess.run([*cpu(0), blast, "frames", str(HOST_ROCE), "300", str(fps)], timeout=60,
-                       check=True)
+        subprocess.run([*cpu(0), blast, "frames", str(HOST_ROCE), "300", str(fps), "10000",
+                        str(size[0] * size[1])], timeout=60, check=True)
         out, _ = sink.communicate(timeout=30)
     finally:
         if sink.poll() is None:
@@ -537,6 +574,7 @@ NEEDS = {
     "busy": ("rdmacam", "rdmacam-host"),
     "veth": ("rdmacam", "rdmacam-host"),
     "latency": ("rdmacam", "rdmacam-host", "examples/udp_blast"),
+    "sizes": ("rdmacam", "rdmacam-host", "examples/udp_blast"),
     "goodput": ("rdmacam",),
     "gvsp": ("rdmacam",),
     "rig": ("rdmacam", "rdmacam-host"),
@@ -610,6 +648,10 @@ def verdict(figures, suffix):
             got[name.removesuffix(suffix)] = float(value)
     checks = [(f"{n} {v:g} (line {op} {b:g})", COMPARE[op](v, b))
               for n, op, b in LINES if (v := got.get(n)) is not None]
+    # issue 48: p99 <= 50 us at every frame size, alone and beside a busy loop
+    checks += [(f"{n} {v:g} (line <= 50)", v <= 50) for n, v in got.items()
+               if n.startswith("latency_p99_us_") and n.count("x") == 1
+               and not n.endswith("_plain")]
     if "rig_gbit_1" in got and "rig_gbit_2" in got:
         checks.append((f"rig_gbit_2 {got['rig_gbit_2']:g} (line > rig_gbit_1, {got['rig_gbit_1']:g})",
                        got["rig_gbit_2"] > got["rig_gbit_1"]))

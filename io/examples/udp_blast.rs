@@ -16,9 +16,9 @@
 //! receiver without GRO makes the sender pay for segmentation on loopback, about half the
 //! ceiling).
 //!
-//! `udp_blast frames PORT FRAMES FPS [MBPS]` with `udp_blast frames-sink PORT FRAMES [spin]`, two
-//! processes: this machine's own frame latency, for `scripts/perf-ratios.sh`. The
-//! sender paces 1920x1080 frames as the camera does (4112-byte datagrams in GSO runs, a 64 KiB
+//! `udp_blast frames PORT FRAMES FPS [MBPS [BYTES]]` with `udp_blast frames-sink PORT FRAMES
+//! [spin]`, two processes: this machine's own frame latency, for `scripts/perf-ratios.sh`. The
+//! sender paces frames of BYTES (1920x1080 Mono8 by default) as the camera does (4112-byte datagrams in GSO runs, a 64 KiB
 //! burst allowance, the link at MBPS, 10 Gbit/s by default), then sends a small TRAILER
 //! datagram stamped with when it left (CLOCK_MONOTONIC). The sink waits and drains as the
 //! reference host does (`recvmmsg` with UDP GRO, `ppoll` of at most 1 ms when the socket is
@@ -71,13 +71,13 @@ fn sink(port: u16) -> std::io::Result<()> {
 }
 
 /// Bytes of one paced frame: 1920x1080 Mono8, the latency figures' frame.
-const FRAME: usize = 1920 * 1080;
+const FRAME: f64 = 1920.0 * 1080.0;
 /// Bytes of a paced TRAILER: the frame number and when it left, ns.
 const TRAILER: usize = 16;
 
 /// Send `frames` frames to 127.0.0.1:`port` at up to `fps`, paced to `mbps` as the camera's
 /// link pacing does, each followed by a stamped TRAILER datagram.
-fn frames(port: u16, frames: u64, fps: f64, mbps: f64) -> std::io::Result<()> {
+fn frames(port: u16, frames: u64, fps: f64, mbps: f64, bytes: usize) -> std::io::Result<()> {
     let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), 0, 0, 0.0, 1)?;
     let lo = Ipv4Addr::LOCALHOST;
     let header = ip_udp_header(lo, sock.tx_port(), lo, port);
@@ -88,7 +88,7 @@ fn frames(port: u16, frames: u64, fps: f64, mbps: f64) -> std::io::Result<()> {
     // the camera's allowance: a poll that comes late may send 64 KiB at once
     let burst = (65536.0 * ns_per_byte) as u64;
     // 4096 bytes of image per datagram, as the camera's (BTH 12 and ICRC 4 around them)
-    let datagrams = FRAME.div_ceil(DATAGRAM - 16);
+    let datagrams = bytes.div_ceil(DATAGRAM - 16);
     // the TRAILER datagram behind its IP/UDP header, its number and stamp written per frame
     let mut trailer = [&header[..], &[0u8; TRAILER][..]].concat();
     let t0 = monotonic_ns();
@@ -237,7 +237,8 @@ fn run() -> std::io::Result<()> {
         "sink" => return sink(num(9000.0) as u16),
         "frames" => {
             let (port, n, fps) = (num(9000.0) as u16, num(300.0) as u64, num(100.0));
-            return frames(port, n, fps, num(10_000.0));
+            let mbps = num(10_000.0);
+            return frames(port, n, fps, mbps, num(FRAME) as usize);
         }
         "frames-sink" => {
             let (port, n) = (num(9000.0) as u16, num(300.0) as usize);
