@@ -78,6 +78,10 @@ pub struct RateController {
     /// Between bursts with a minimum burst set: the next packet waits for a whole burst's
     /// credit (false while a burst is under way, or with no minimum: each packet at its time).
     holding: bool,
+    /// Bytes sent in the burst under way: a burst ends before the packet that would take it
+    /// past `min_burst`, even when a late poll has credit for more (the rest goes as whole
+    /// bursts too, one after the other).
+    burst_sent: u32,
     // DCQCN state
     rc: u64,
     rt: u64,
@@ -101,6 +105,7 @@ impl RateController {
             next_allowed: Instant::ZERO,
             min_burst: 0,
             holding: false,
+            burst_sent: 0,
             rc: line,
             rt: line,
             alpha: cfg.dcqcn.map(|d| u64::from(d.initial_alpha)).unwrap_or(0),
@@ -153,6 +158,7 @@ impl RateController {
     /// a wake-up every 3.3 us otherwise). 0, the default, sends each packet at its time.
     pub fn set_min_burst(&mut self, bytes: u32) {
         self.min_burst = bytes.min(1 << 20);
+        self.burst_sent = 0;
         // nothing to hold back when nothing limits the rate
         self.holding = self.min_burst > 0 && self.current_rate().is_some();
     }
@@ -190,14 +196,28 @@ impl RateController {
     fn on_sent_limited(&mut self, now: Instant, wire_bytes: usize) {
         if let Some(rate) = self.current_rate().filter(|r| *r > 0) {
             let cost = Duration::from_nanos(wire_bytes as u64 * 1_000_000_000 / rate);
-            // allow a burst of 64 KiB worth of time so a late poll does not lose throughput
-            let burst = Duration::from_nanos(
-                u64::from(self.min_burst.max(64 << 10)) * 1_000_000_000 / rate,
-            );
+            // allow a burst of 64 KiB worth of time so a late poll does not lose throughput;
+            // sending whole bursts only, a late poll may leave up to a burst's credit unspent
+            // as well: twice that
+            let credit = if self.min_burst > 0 {
+                2 * u64::from(self.min_burst.max(64 << 10))
+            } else {
+                64 << 10
+            };
+            let burst = Duration::from_nanos(credit * 1_000_000_000 / rate);
             let floor = Instant(now.0.saturating_sub(burst.as_nanos() as u64));
             self.next_allowed = self.next_allowed.max(floor) + cost;
-            // the burst goes on while the credit covers the next packet now
-            self.holding = self.min_burst > 0 && self.next_allowed > now;
+            // the burst goes on while the credit covers the next packet now and the packet
+            // (the size of this one, as a burst's are) still fits in it: a burst of whole
+            // packets that fits one UDP GSO send (64 KiB: 15 packets of 4 KiB) is sent whole
+            // and alone, where a late poll's extra credit made a second send of a packet or
+            // two, a system call and a wake-up of the receiver each
+            if self.min_burst > 0 {
+                let sent = self.burst_sent.saturating_add(wire_bytes as u32);
+                let full = sent.saturating_add(wire_bytes as u32) > self.min_burst;
+                self.holding = full || self.next_allowed > now;
+                self.burst_sent = if self.holding { 0 } else { sent };
+            }
         }
         if let Some(d) = self.cfg.dcqcn
             && self.rc < d.line_rate
@@ -331,6 +351,39 @@ mod tests {
         // a tail of two packets waits for two packets' time only
         let tail = r.next_send_time_for(|| (2 * pkt, pkt));
         assert!(tail.0 - r.next_send_time().0 <= 4_000, "{:?}", tail);
+    }
+
+    /// A poll that comes late (a sleeping sender's timer slack: 50 us by default on Linux)
+    /// sends whole bursts, one after the other, never a burst and a packet or two: each burst
+    /// is one UDP GSO send, and a packet or two more was a second send and a second wake-up of
+    /// the receiver. The average rate stays the link's.
+    #[test]
+    fn a_late_poll_sends_whole_bursts() {
+        let mut r = RateController::new(RateConfig {
+            static_limit: Some(GBIT10),
+            dcqcn: None,
+        });
+        r.set_min_burst(64 << 10);
+        let (pkt, lots) = (4140u64, (1u64 << 30, 4140u64));
+        let start = Instant::from_millis(10);
+        let mut now = start;
+        let mut sent = 0u64;
+        for wake in 0..2000u64 {
+            let mut run = 0u64;
+            // a burst is 15 packets (16 would pass 64 KiB): what a wake sends is whole bursts
+            while now >= r.next_send_time_for(|| lots) {
+                r.on_sent(now, pkt as usize);
+                sent += pkt;
+                run += 1;
+            }
+            if wake > 0 {
+                assert!(run > 0 && run % 15 == 0, "a run of {run} packets");
+            }
+            // the next wake-up 0-60 us past its time
+            now = r.next_send_time_for(|| lots) + Duration::from_micros(wake * 7919 % 61);
+        }
+        let rate = sent as f64 / ((now.0 - start.0) as f64 / 1e9);
+        assert!((0.97..=1.0).contains(&(rate / GBIT10 as f64)), "{rate} B/s");
     }
 
     #[test]
