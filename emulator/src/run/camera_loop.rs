@@ -357,14 +357,18 @@ impl CameraLoop {
         self.cam.handle_timeout(self.now());
         self.handle_events();
         notices::tell_violations(&mut self.cam);
-        busy |= self.pump_roce(ready.roce);
+        let roce = self.pump_roce(ready.roce);
         busy |= self.pump_verbs();
         self.log_latency();
         busy |= self.send_gvsp();
         self.tell_frames_behind();
-        if busy {
+        if busy || roce {
             self.last_busy = StdInstant::now();
-        } else {
+        }
+        // A burst went and the pacer holds the next: nothing else moved, so the wait for the
+        // next burst (or a command) starts now, not after a look at every socket that finds
+        // nothing (a `ppoll` per burst)
+        if !busy && (!roce || self.cam.pace_bound()) {
             self.idle();
         }
     }
