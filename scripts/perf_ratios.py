@@ -414,7 +414,12 @@ class Sitting:
                             for s, b in self.turns(k):
                                 with tempfile.TemporaryDirectory() as d:
                                     cam_log, host_log = f"{d}/cam.csv", f"{d}/host.csv"
-                                    camera_into_host(b, 300, fps, ["--latency-log", cam_log],
+                                    # a frame past the default 2048x2048 sensor needs a
+                                    # larger one
+                                    sensor = ["--sensor-width", str(max(w, 2048)),
+                                              "--sensor-height", str(max(h, 2048))]
+                                    camera_into_host(b, 300, fps,
+                                                     ["--latency-log", cam_log, *sensor],
                                                      ["--latency-log", host_log], link=None,
                                                      size=(w, h))
                                     time.sleep(0.2)

@@ -259,11 +259,26 @@ pub const MAX_SENSOR: u32 = 16_384;
 /// Run the camera until `stop` is set (or `duration` passes); what it did.
 pub fn run(opts: RunOptions, stop: Arc<AtomicBool>) -> Result<CameraSummary> {
     apply_nice(&opts);
+    set_timer_slack();
     let mut camera = CameraLoop::setup(opts)?;
     while !stop.load(Ordering::SeqCst) && !camera.expired() {
         camera.turn();
     }
     camera.finish()
+}
+
+/// How late a camera thread's timed waits may end: its pace sleeps between bursts for tens of
+/// microseconds (~37 us at 10 Gbit/s), and with Linux's default 50 us every wake-up came late.
+/// Sleeping through ACKs (nothing woke it early), the camera then sent two bursts a wake-up and
+/// a frame's TRAILER reached the host behind twice the bytes: latency p99 at 100 fps 74-150 us
+/// against 58-69 with the slack at 1 us (docs/benchmarks-history.md). Within 10 us a wake-up
+/// has credit for one burst, not two.
+pub const TIMER_SLACK: std::time::Duration = std::time::Duration::from_micros(10);
+
+fn set_timer_slack() {
+    if let Err(e) = rdmacam_io::sched::set_timer_slack(TIMER_SLACK) {
+        tracing::warn!("cannot set the camera thread's timer slack: {e}");
+    }
 }
 
 /// The nice value of a camera whose host is on the same machine (a loopback address): a real
