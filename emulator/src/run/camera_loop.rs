@@ -26,14 +26,15 @@ use super::boot::{boot, refuse_faults_the_transport_lacks};
 use super::gvsp_tx::GvspBatch;
 use super::idle::{BUSY_POLL, SpinBackoff};
 use super::log::{log_event, log_failure, log_rc};
-use super::roce_tx::{send_segmented, send_with_faults};
+
 use super::sockets::{control_socket, discovery_sockets};
 use super::summary::{CameraSummary, HostViolation, device_summary};
 use crate::camera::CameraCore;
 use crate::fault::FaultEngine;
-use rdmacam_protocol::judge::{Violation, ViolationKind, Violations};
+use rdmacam_protocol::judge::Violations;
 
 mod notices;
+mod roce;
 /// The longest an idle camera sleeps without a timer due: how soon it sees the stop flag
 /// (Ctrl-C, another camera of the rig failing).
 const IDLE_MAX: Duration = Duration::from_millis(50);
@@ -637,92 +638,6 @@ impl CameraLoop {
         self.rc_connected = false;
     }
 
-    /// RoCEv2 on the UDP socket: ACKs and host messages in, then packets out by the path the
-    /// settings choose (GSO runs, packets through the fault engine, `sendmmsg` batches).
-    fn pump_roce(&mut self, readable: bool) -> bool {
-        let Some(r) = self.roce.as_mut() else {
-            return false;
-        };
-        let now = || Instant::from_nanos(self.t0.elapsed().as_nanos() as u64);
-        let mut busy = false;
-        // what arrived, RECV_BATCH datagrams per system call, at most 4096
-        let local = r.socket.local();
-        for _ in 0..4096 / rdmacam_io::roce::RECV_BATCH {
-            if !readable {
-                break;
-            }
-            // as an RNIC: a packet whose ICRC is wrong is dropped before anything reads it
-            let bad_before = r.socket.icrc_drops;
-            let n = r.socket.recv_checked_batch(&mut r.rx);
-            if r.socket.icrc_drops > bad_before {
-                // the host computes its ICRC wrong, or the packet was damaged or forged
-                let v = Violation::new(ViolationKind::BadIcrc, 0, 0, None);
-                let list = self.cam.device_mut().violations_mut();
-                list.record_many(v, r.socket.icrc_drops - bad_before);
-            }
-            // each packet at the kernel's receive time, not when the loop came to read it: a
-            // camera the pacer holds sleeps through ACKs (`idle`), and a round trip measured to
-            // the wake-up would count the sleep as queueing on the path. No sooner than the
-            // last send, though: what went out after a packet arrived and before it was read
-            // armed its timers then, and a round trip from those would come out 0
-            let read_at = now();
-            for (k, (src, ib)) in r.rx.datagrams().enumerate() {
-                let arrived = r.rx.arrived(k).checked_sub(self.mono_t0);
-                let at = arrived.map_or(read_at, |a| {
-                    Instant::from_nanos(a).max(r.sent_at).min(read_at)
-                });
-                self.cam.handle_ib(at, src, local, 0, ib);
-            }
-            busy |= n > 0;
-            if n < rdmacam_io::roce::RECV_BATCH {
-                break;
-            }
-        }
-        let mut sent = false;
-        let packet_faults = self.faults.packet_faults();
-        if self.faults.stalled() {
-            // a stream stall: nothing leaves until it ends
-        } else if r.socket.gso() && !packet_faults {
-            // UDP segmentation offload with gather I/O: runs of equal-size packets in one
-            // send, payload straight from frame memory
-            sent = send_segmented(
-                &mut self.cam,
-                &mut r.socket,
-                now,
-                &mut r.gso_batch,
-                &mut r.tx[0][..],
-                &mut self.share,
-            );
-        } else if packet_faults {
-            // faults on demand: each packet on its own
-            for _ in 0..1024 {
-                let Some(n) = self.cam.poll_transmit(now(), &mut r.tx[0][..]) else {
-                    break;
-                };
-                sent = true;
-                if send_with_faults(
-                    &mut self.faults,
-                    &mut r.socket,
-                    &mut r.tx[0][..n],
-                    &mut r.held,
-                ) {
-                    self.cam.held_back(&r.tx[0][..n]);
-                }
-            }
-            if let Some(h) = r.held.take()
-                && let Err(e) = r.socket.send(&h)
-            {
-                super::roce_tx::send_failed(&e);
-            }
-        } else {
-            sent = send_batches(&mut self.cam, r, now, &mut self.share);
-        }
-        if sent {
-            r.sent_at = now();
-        }
-        busy | sent
-    }
-
     /// The verbs transport: completions and receives in, work requests posted.
     fn pump_verbs(&mut self) -> bool {
         #[cfg(feature = "verbs")]
@@ -964,42 +879,4 @@ impl CameraLoop {
         );
         Ok(self.summary)
     }
-}
-
-/// Up to 1024 packets, handed to the kernel [`TX_BATCH`] at a time (`sendmmsg`), copied.
-fn send_batches(
-    cam: &mut CameraCore,
-    r: &mut RoceLink,
-    now: impl Fn() -> Instant,
-    share: &mut CpuShare,
-) -> bool {
-    let mut busy = false;
-    for _ in 0..1024 / TX_BATCH {
-        let mut k = 0;
-        while k < TX_BATCH {
-            let Some(n) = cam.poll_transmit(now(), &mut r.tx[k][..]) else {
-                break;
-            };
-            r.tx_len[k] = n;
-            k += 1;
-        }
-        if k == 0 {
-            break;
-        }
-        busy = true;
-        let (tx, tx_len) = (&r.tx, &r.tx_len);
-        let sent = r
-            .socket
-            .send_many_reporting((0..k).map(|i| &tx[i][..tx_len[i]]), &mut |lost| {
-                cam.held_back(lost)
-            });
-        if let Err(e) = sent {
-            super::roce_tx::send_failed(&e);
-        }
-        share.yield_if_due();
-        if k < TX_BATCH {
-            break;
-        }
-    }
-    busy
 }
