@@ -26,7 +26,6 @@ use super::boot::{boot, refuse_faults_the_transport_lacks};
 use super::gvsp_tx::GvspBatch;
 use super::idle::{BUSY_POLL, SpinBackoff};
 use super::log::{log_event, log_failure, log_rc};
-
 use super::sockets::{control_socket, discovery_sockets};
 use super::summary::{CameraSummary, HostViolation, device_summary};
 use crate::camera::CameraCore;
