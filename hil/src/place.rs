@@ -138,6 +138,15 @@ fn plain(dst: &mut [u8], src: &[u8], expected: &[u8]) -> bool {
     src == expected
 }
 
+/// Where `dst`'s whole cache lines lie: `[head, body)`, `head` its first line boundary (or its
+/// end), `body` the end of its last whole line.
+#[cfg(target_arch = "x86_64")]
+fn lines(dst: &[u8]) -> (usize, usize) {
+    let n = dst.len();
+    let head = dst.as_ptr().align_offset(LINE).min(n);
+    (head, head + (n - head) / LINE * LINE)
+}
+
 /// Ordinary stores up to `dst`'s first cache line, whole lines of non-temporal 16-byte stores
 /// (SSE2: every x86-64), ordinary stores for the rest; no fence.
 ///
@@ -150,9 +159,7 @@ unsafe fn streaming(dst: &mut [u8], src: &[u8], expected: &[u8]) -> bool {
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
         _mm_setzero_si128, _mm_stream_si128, _mm_xor_si128,
     };
-    let n = dst.len();
-    let head = dst.as_ptr().align_offset(LINE).min(n);
-    let body = head + (n - head) / LINE * LINE;
+    let (head, body) = lines(dst);
     let mut same = plain(&mut dst[..head], &src[..head], &expected[..head]);
     same &= plain(&mut dst[body..], &src[body..], &expected[body..]);
     // SAFETY: SSE2 is part of x86-64. Every access lies in [head, body), within all three
@@ -189,9 +196,7 @@ unsafe fn streaming_avx2(dst: &mut [u8], src: &[u8], expected: &[u8]) -> bool {
         __m256i, _mm256_loadu_si256, _mm256_or_si256, _mm256_setzero_si256, _mm256_stream_si256,
         _mm256_testz_si256, _mm256_xor_si256,
     };
-    let n = dst.len();
-    let head = dst.as_ptr().align_offset(LINE).min(n);
-    let body = head + (n - head) / LINE * LINE;
+    let (head, body) = lines(dst);
     let mut same = plain(&mut dst[..head], &src[..head], &expected[..head]);
     same &= plain(&mut dst[body..], &src[body..], &expected[body..]);
     // SAFETY: AVX2 is enabled for this function and the caller checked the CPU has it. Every

@@ -275,6 +275,14 @@ mod tests {
     use crate::wire::{AethRepr, BthRepr, IbRepr};
     use core::net::{IpAddr, Ipv4Addr};
 
+    /// The camera's address and the host's, for the requesters of these tests.
+    fn test_path() -> Path {
+        Path::new(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        )
+    }
+
     fn ack(qpn: u32, psn: u32) -> [u8; 20] {
         let mut ib = IbRepr::new(BthRepr::new(Opcode::RC_ACK, qpn, psn));
         ib.aeth = Some(AethRepr {
@@ -300,10 +308,7 @@ mod tests {
         // a packet left (a camera the pacer holds sleeps through ACKs); a stamp before the
         // moment a round trip would be timed from is no sample (it was one of 0 ns, and a
         // shortest round trip of 0 made every later one look like queueing).
-        let path = Path::new(
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        );
+        let path = test_path();
         let mut rq: Requester<8, 8> = Requester::new(RequesterConfig::new(0x100, 0x11, 0x10, path));
         let bufs = [[7u8; 256]];
         rq.post(WorkRequest::send(1, PayloadRef::new(0, 0), 64))
@@ -330,10 +335,7 @@ mod tests {
     #[test]
     fn all_sent_while_only_acks_are_awaited() {
         // the camera polls for ACKs only while one could let a packet go
-        let path = Path::new(
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        );
+        let path = test_path();
         let mut rq: Requester<8, 8> = Requester::new(RequesterConfig::new(0x100, 0x11, 0x10, path));
         let bufs = [[7u8; 256]];
         assert!(rq.all_sent(), "nothing posted");
@@ -355,10 +357,7 @@ mod tests {
 
     #[test]
     fn an_answer_to_a_go_back_is_no_round_trip_of_the_silence() {
-        let path = Path::new(
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        );
+        let path = test_path();
         let mut cfg = RequesterConfig::new(0x100, 0x11, 0x10, path);
         cfg.timeout = 17;
         let mut rq: Requester<8, 8> = Requester::new(cfg);
