@@ -16,6 +16,11 @@
 //! receiver without GRO makes the sender pay for segmentation on loopback, about half the
 //! ceiling).
 //!
+//! `udp_blast gro-mem [GB]` and `udp_blast gro-paced-mem MBPS [GB]`: the same, each datagram's
+//! payload read in turn from 12 MB of memory (the camera's six 1080p frame slots) rather than
+//! from one 4 KiB buffer that stays in the L1 cache: the plain sender paying what the camera
+//! pays to read its frames.
+//!
 //! `udp_blast frames PORT FRAMES FPS [MBPS [BYTES]]` with `udp_blast frames-sink PORT FRAMES
 //! [spin]`, two processes: this machine's own frame latency, for `scripts/perf-ratios.sh`. The
 //! sender paces frames of BYTES (1920x1080 Mono8 by default) as the camera does (4112-byte datagrams in GSO runs, a 64 KiB
@@ -38,6 +43,10 @@ use rdmacam_io::poll::wait_readable;
 use rdmacam_io::roce::{RecvBatch, RoceSocket};
 
 const DATAGRAM: usize = 4112;
+
+/// The memory `gro-mem` and `gro-paced-mem` read payloads from in turn: the camera's six frame
+/// slots of 1920x1080 Mono8 (12 MB), more than a core's caches hold.
+const MEMORY: usize = 6 * 1920 * 1080;
 
 fn thread_cpu() -> f64 {
     rdmacam_io::sched::thread_cpu_time().as_secs_f64()
@@ -255,6 +264,10 @@ fn run() -> std::io::Result<()> {
         }
         _ => {}
     }
+    // `-mem`: each datagram's payload read in turn from frame-sized memory, not one buffer
+    let from_memory = mode.ends_with("-mem");
+    let named = mode.clone();
+    let mode = mode.trim_end_matches("-mem").to_string();
     let pace_mbps = (mode == "gro-paced").then(|| num(10_000.0));
     let gb: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2.0);
     // optional FROM TO:PORT: send to a sink elsewhere (`udp_blast sink PORT`, e.g. across the
@@ -317,7 +330,13 @@ fn run() -> std::io::Result<()> {
             }
         }
         _ => {
-            let segs = gso_run(&header, &payload);
+            let mut segs = gso_run(&header, &payload);
+            let memory = if from_memory {
+                vec![0x5au8; MEMORY]
+            } else {
+                Vec::new()
+            };
+            let mut at = 0;
             // paced: one GSO send per run, the next when its bytes are due at the link's rate
             let ns_per_byte = pace_mbps.map(|m| 8_000.0 / m);
             let mut due = monotonic_ns();
@@ -326,6 +345,15 @@ fn run() -> std::io::Result<()> {
                 if let Some(ns) = ns_per_byte {
                     wait_until(due);
                     due += ((k * DATAGRAM) as f64 * ns) as u64;
+                }
+                if from_memory {
+                    for s in &mut segs[..k] {
+                        if at + DATAGRAM > memory.len() {
+                            at = 0;
+                        }
+                        s.payload = &memory[at..at + DATAGRAM];
+                        at += DATAGRAM;
+                    }
                 }
                 sock.send_gso(&segs[..k])?;
                 sent += k;
@@ -347,7 +375,7 @@ fn run() -> std::io::Result<()> {
         (None, None) => "see-sink".into(),
     };
     println!(
-        "{mode:8} datagrams={sent} received_share={share} gbit_per_s={:.2} sender_cpu_s_per_GB={:.3}{receiver}",
+        "{named:8} datagrams={sent} received_share={share} gbit_per_s={:.2} sender_cpu_s_per_GB={:.3}{receiver}",
         bytes * 8.0 / secs / 1e9,
         cpu / (bytes / 1e9)
     );
