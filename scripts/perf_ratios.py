@@ -33,7 +33,8 @@ Sections (all by default):
            sender_cpu_ratio_paced_gro_mem (no line): the camera at its defaults against the
            plain sender paced the same reading its payloads in turn from 12 MB (udp_blast
            gro-paced-mem: the camera's six 1080p frame slots) instead of one 4 KiB buffer
-           that stays in the L1 cache: how much of the paced gap is reading frame memory
+           that stays in the L1 cache: how much of the paced gap is reading frame memory;
+           sender_cpu_ratio_1g_gro_mem the same at 1 Gbit/s
   busy     the same camera runs while a busy loop holds one core: retransmissions (summed)
   veth     the camera in its own network namespace, flat out at its default pace, into
            rdmacam-host across a veth pair at the default MTU of 1500 (path MTU 1024):
@@ -280,7 +281,7 @@ class Sitting:
         host_cpu_start = {s: [] for s, _ in self.builds}
         cpu_paced = {s: [] for s, _ in self.builds}
         gro = {s: {k: [] for k in ("cam_flat", "host_flat", "cam_paced", "host_paced", "cam_1g",
-                                   "host_1g", "cam_paced_mem")} for s, _ in self.builds}
+                                   "host_1g", "cam_paced_mem", "cam_1g_mem")} for s, _ in self.builds}
         idle = {s: [] for s, _ in self.builds}
         for k in range(self.runs):
             for s, b in self.turns(k):
@@ -290,14 +291,17 @@ class Sitting:
                 ref_paced, ref_paced_rx = udp_blast_gro(self.builds[0][1], 10_000, 1)
                 ref_paced_mem = udp_blast_gro(self.builds[0][1], 10_000, 1, mem=True)[0]
                 ref_1g, ref_1g_rx = udp_blast_gro(self.builds[0][1], 1_000, 0.2)
+                ref_1g_mem = udp_blast_gro(self.builds[0][1], 1_000, 0.2, mem=True)[0]
                 j, c = camera_into_host(b, frames=100, fps=50, link=1000)
                 gb = j["bytes_received"] / 1e9
                 g["cam_1g"].append(c / gb / ref_1g)
                 g["host_1g"].append(host_stream_cpu(j) / gb / ref_1g_rx)
+                g["cam_1g_mem"].append(c / gb / ref_1g_mem)
                 idle[s].append(idle_cpu_percent(b))
                 print(f"# sender{s} vs GRO pair: plain flat {ref_flat:.3f} / {ref_flat_rx:.3f}, "
                       f"paced 10G {ref_paced:.3f} / {ref_paced_rx:.3f}, 1G {ref_1g:.3f} / "
-                      f"{ref_1g_rx:.3f} s/GB (sender / receiver); camera at 1G {c / gb:.3f}, host "
+                      f"{ref_1g_rx:.3f} s/GB (sender / receiver), the sender at 1G from 12 MB "
+                      f"{ref_1g_mem:.3f}; camera at 1G {c / gb:.3f}, host "
                       f"{host_stream_cpu(j) / gb:.3f}; idle camera {idle[s][-1]:.2f} % of a core",
                       flush=True)
                 j, c = camera_into_host(b, frames=600, fps=300, link=None)
@@ -356,6 +360,7 @@ class Sitting:
             self.put("sender_cpu_ratio_paced_gro_mem", f"{median(g['cam_paced_mem']):.2f}", s)
             self.put("host_cpu_ratio_paced_gro", f"{median(g['host_paced']):.2f}", s)
             self.put("sender_cpu_ratio_1g_gro", f"{median(g['cam_1g']):.2f}", s)
+            self.put("sender_cpu_ratio_1g_gro_mem", f"{median(g['cam_1g_mem']):.2f}", s)
             self.put("host_cpu_ratio_1g_gro", f"{median(g['host_1g']):.2f}", s)
             self.put("idle_camera_cpu_percent", f"{median(idle[s]):.2f}", s)
 
