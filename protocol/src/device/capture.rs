@@ -85,6 +85,7 @@ impl Device {
         }
         if !self.orsp.is_connected()
             && !self.channel.busy()
+            && self.acq.next_due().is_some_and(|d| now >= d)
             && let Some(e) = self.acq.due(now, self.timing())
         {
             let mut cfg = self.channel_config();
@@ -120,6 +121,10 @@ impl Device {
     ) -> Option<Frame> {
         self.last_now = now;
         if !(self.orsp_memory_free && self.orsp.ready_for_frame()) {
+            return None;
+        }
+        // nothing due: no Timing from the registers (two f32 reads and a division, per packet)
+        if !self.acq.next_due().is_some_and(|d| now >= d) {
             return None;
         }
         let e = self.acq.due(now, self.timing())?;
