@@ -124,7 +124,7 @@ impl Device {
             return None;
         }
         // nothing due: no Timing from the registers (two f32 reads and a division, per packet)
-        if !self.acq.next_due().is_some_and(|d| now >= d) {
+        if self.acq.next_due().is_none_or(|d| now < d) {
             return None;
         }
         let e = self.acq.due(now, self.timing())?;
