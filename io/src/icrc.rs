@@ -57,7 +57,7 @@ mod tests {
             let mut check = IcrcCheck::default();
             for (i, (src, dst, ib)) in ps.iter().enumerate() {
                 assert!(check.ok(*src, *dst, ib), "{pcap} rxe packet {}", i + 1);
-                for at in [12, ib.len() - 1] {
+                for at in [5, 12, ib.len() - 1] {
                     let mut bad = ib.clone();
                     bad[at] ^= 0x10;
                     assert!(

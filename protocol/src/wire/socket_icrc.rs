@@ -14,7 +14,7 @@
 use core::net::{IpAddr, SocketAddr};
 
 use super::IpRepr;
-use super::icrc::{ICRC_LEN, Icrc};
+use super::icrc::{ICRC_LEN, Icrc, mask_bth, mask_ipv4, mask_ipv6, mask_udp};
 
 /// Lengths whose spans are kept (ACKs, the host's messages, CM datagrams).
 const LENGTHS: usize = 4;
@@ -81,6 +81,9 @@ impl Span {
 pub struct SocketIcrcCheck {
     spans: [(usize, Span); LENGTHS],
     next: usize,
+    /// The CRC after the LRH stand-in and the masked IP and UDP headers of the last source,
+    /// destination and length seen: the same for every full-sized packet of a stream.
+    head: Option<(SocketAddr, SocketAddr, usize, u32)>,
 }
 
 impl SocketIcrcCheck {
@@ -95,26 +98,23 @@ impl SocketIcrcCheck {
         if ib.len() < BTH + ICRC_LEN {
             return false;
         }
-        let ip = match (src.ip(), dst.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d),
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::v6(s, d),
-            _ => return false,
+        let (head, hl) = match self.head {
+            Some((s, d, n, crc)) if (s, d, n) == (src, dst, ib.len()) => (crc, hl_of(src)),
+            _ => {
+                let Some((crc, hl)) = head_crc(src, dst, ib.len()) else {
+                    return false;
+                };
+                self.head = Some((src, dst, ib.len(), crc));
+                (crc, hl)
+            }
         };
-        let mut hdr = [0u8; 48];
-        let Ok(hl) = ip.emit_udp_header(&mut hdr, src.port(), dst.port(), ib.len()) else {
-            return false;
-        };
-        let ip_len = hl - 8;
         let (bth, rest) = ib.split_at(BTH);
         let (covered, carried) = rest.split_at(rest.len() - ICRC_LEN);
-        let start = if src.is_ipv4() {
-            Icrc::rocev2_ipv4(&hdr[..ip_len], &hdr[ip_len..hl], bth)
-        } else {
-            Icrc::rocev2_ipv6(&hdr[..ip_len], &hdr[ip_len..hl], bth)
-        };
-        let Ok(mut c) = start else {
-            return false;
-        };
+        let mut masked = [0u8; BTH];
+        masked.copy_from_slice(bth);
+        mask_bth(&mut masked);
+        let mut c = Icrc::resume(head);
+        c.update(&masked);
         c.update(covered);
         let carried = u32::from_le_bytes([carried[0], carried[1], carried[2], carried[3]]);
         let diff = c.finish() ^ carried;
@@ -136,6 +136,35 @@ impl SocketIcrcCheck {
         };
         span.contains(diff)
     }
+}
+
+/// The IP and UDP headers' length for packets from `src`.
+fn hl_of(src: SocketAddr) -> usize {
+    if src.is_ipv4() { 20 + 8 } else { 40 + 8 }
+}
+
+/// The CRC (finalised) after the LRH stand-in and the masked IP and UDP headers a packet of
+/// `len` bytes from BTH to ICRC had from `src` to `dst`, and the headers' length.
+fn head_crc(src: SocketAddr, dst: SocketAddr, len: usize) -> Option<(u32, usize)> {
+    let ip = match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d),
+        (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::v6(s, d),
+        _ => return None,
+    };
+    let mut hdr = [0u8; 48];
+    let hl = ip
+        .emit_udp_header(&mut hdr, src.port(), dst.port(), len)
+        .ok()?;
+    let ip_len = hl - 8;
+    if src.is_ipv4() {
+        mask_ipv4(&mut hdr[..ip_len]);
+    } else {
+        mask_ipv6(&mut hdr[..ip_len]);
+    }
+    mask_udp(&mut hdr[ip_len..hl]);
+    let mut c = Icrc::new();
+    c.update(&hdr[..hl]);
+    Some((c.finish(), hl))
 }
 
 #[cfg(test)]
