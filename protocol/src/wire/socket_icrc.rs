@@ -1,15 +1,16 @@
 //! The ICRC check of a RoCEv2 packet received on a UDP socket, which hands over no IP header.
 //!
-//! The IP and UDP headers are rebuilt from the addresses, ports and length. All the fields the
-//! ICRC covers are known then but two of the IPv4 header: the identification, which every
-//! sender chooses its own way (0 for a socket that never fragments, 0, 1, 2, ... within a UDP
-//! segmentation offload run, a hash of the addresses for Linux rxe, which sent 0xd4c4,
-//! 0xd5c0, ... in the lab), and the DF flag. The CRC is affine in those 17 bits, so a packet is
-//! good when its carried ICRC differs from the one computed with identification 0 and DF by a
-//! combination of their 17 contributions: the difference must lie in the space they span,
-//! which depends on the packet's length alone and is kept for the last few lengths seen. A
-//! packet whose ICRC is wrong anywhere else passes by chance once in 2^15 (a NIC, which sees
-//! the header, never lets one pass). IPv6 has no such field: its ICRC is checked exactly.
+//! The IP and UDP headers are rebuilt from the addresses, ports and length (their CRC is kept for
+//! the last source, destination and length: a stream's full packets share it). All the fields the
+//! ICRC covers are known then but two of the IPv4 header: the identification, which every sender
+//! chooses its own way (0 for a socket that never fragments, 0, 1, 2, ... within a UDP segmentation
+//! offload run, a hash of the addresses for Linux rxe, which sent 0xd4c4, 0xd5c0, ... in the lab),
+//! and the DF flag. The CRC is affine in those 17 bits, so a packet is good when its carried ICRC
+//! differs from the one computed with identification 0 and DF by a combination of their 17
+//! contributions: the difference must lie in the space they span, which depends on the packet's
+//! length alone and is kept for the last few lengths seen. A packet whose ICRC is wrong anywhere
+//! else passes by chance once in 2^15 (a NIC, which sees the header, never lets one pass). IPv6 has
+//! no such field: its ICRC is checked exactly.
 
 use core::net::{IpAddr, SocketAddr};
 
@@ -81,9 +82,51 @@ impl Span {
 pub struct SocketIcrcCheck {
     spans: [(usize, Span); LENGTHS],
     next: usize,
-    /// The CRC after the LRH stand-in and the masked IP and UDP headers of the last source,
-    /// destination and length seen: the same for every full-sized packet of a stream.
-    head: Option<(SocketAddr, SocketAddr, usize, u32)>,
+    /// The headers' CRC for the last source, destination and length seen: the same for every
+    /// full-sized packet of a stream.
+    head: Option<Head>,
+}
+
+/// The CRC (finalised) after the LRH stand-in and the masked IP and UDP headers a packet of
+/// `len` bytes from BTH to ICRC had from `src` to `dst`, and those headers' length.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    src: SocketAddr,
+    dst: SocketAddr,
+    len: usize,
+    crc: u32,
+    hl: usize,
+}
+
+impl Head {
+    fn new(src: SocketAddr, dst: SocketAddr, len: usize) -> Option<Head> {
+        let ip = match (src.ip(), dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d),
+            (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::v6(s, d),
+            _ => return None,
+        };
+        let mut hdr = [0u8; 48];
+        let hl = ip
+            .emit_udp_header(&mut hdr, src.port(), dst.port(), len)
+            .ok()?;
+        let ip_len = hl - 8;
+        if src.is_ipv4() {
+            mask_ipv4(&mut hdr[..ip_len]);
+        } else {
+            mask_ipv6(&mut hdr[..ip_len]);
+        }
+        mask_udp(&mut hdr[ip_len..hl]);
+        let mut c = Icrc::new();
+        c.update(&hdr[..hl]);
+        let crc = c.finish();
+        Some(Head {
+            src,
+            dst,
+            len,
+            crc,
+            hl,
+        })
+    }
 }
 
 impl SocketIcrcCheck {
@@ -98,14 +141,13 @@ impl SocketIcrcCheck {
         if ib.len() < BTH + ICRC_LEN {
             return false;
         }
-        let (head, hl) = match self.head {
-            Some((s, d, n, crc)) if (s, d, n) == (src, dst, ib.len()) => (crc, hl_of(src)),
+        let head = match self.head {
+            Some(h) if (h.src, h.dst, h.len) == (src, dst, ib.len()) => h,
             _ => {
-                let Some((crc, hl)) = head_crc(src, dst, ib.len()) else {
+                let Some(h) = Head::new(src, dst, ib.len()) else {
                     return false;
                 };
-                self.head = Some((src, dst, ib.len(), crc));
-                (crc, hl)
+                *self.head.insert(h)
             }
         };
         let (bth, rest) = ib.split_at(BTH);
@@ -113,7 +155,7 @@ impl SocketIcrcCheck {
         let mut masked = [0u8; BTH];
         masked.copy_from_slice(bth);
         mask_bth(&mut masked);
-        let mut c = Icrc::resume(head);
+        let mut c = Icrc::resume(head.crc);
         c.update(&masked);
         c.update(covered);
         let carried = u32::from_le_bytes([carried[0], carried[1], carried[2], carried[3]]);
@@ -124,7 +166,7 @@ impl SocketIcrcCheck {
         if !src.is_ipv4() {
             return false;
         }
-        let len = 8 + hl + ib.len() - ICRC_LEN;
+        let len = 8 + head.hl + ib.len() - ICRC_LEN;
         let span = match self.spans.iter().find(|(l, _)| *l == len) {
             Some((_, s)) => *s,
             None => {
@@ -136,35 +178,6 @@ impl SocketIcrcCheck {
         };
         span.contains(diff)
     }
-}
-
-/// The IP and UDP headers' length for packets from `src`.
-fn hl_of(src: SocketAddr) -> usize {
-    if src.is_ipv4() { 20 + 8 } else { 40 + 8 }
-}
-
-/// The CRC (finalised) after the LRH stand-in and the masked IP and UDP headers a packet of
-/// `len` bytes from BTH to ICRC had from `src` to `dst`, and the headers' length.
-fn head_crc(src: SocketAddr, dst: SocketAddr, len: usize) -> Option<(u32, usize)> {
-    let ip = match (src.ip(), dst.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d),
-        (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::v6(s, d),
-        _ => return None,
-    };
-    let mut hdr = [0u8; 48];
-    let hl = ip
-        .emit_udp_header(&mut hdr, src.port(), dst.port(), len)
-        .ok()?;
-    let ip_len = hl - 8;
-    if src.is_ipv4() {
-        mask_ipv4(&mut hdr[..ip_len]);
-    } else {
-        mask_ipv6(&mut hdr[..ip_len]);
-    }
-    mask_udp(&mut hdr[ip_len..hl]);
-    let mut c = Icrc::new();
-    c.update(&hdr[..hl]);
-    Some((c.finish(), hl))
 }
 
 #[cfg(test)]
