@@ -268,6 +268,11 @@ fn run() -> std::io::Result<()> {
     let from_memory = mode.ends_with("-mem");
     let named = mode.clone();
     let mode = mode.trim_end_matches("-mem").to_string();
+    if from_memory && mode == "sendmmsg" {
+        return Err(std::io::Error::other(
+            "sendmmsg-mem: reading from memory is for the GSO modes (gso, gro, gro-paced)",
+        ));
+    }
     let pace_mbps = (mode == "gro-paced").then(|| num(10_000.0));
     let gb: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2.0);
     // optional FROM TO:PORT: send to a sink elsewhere (`udp_blast sink PORT`, e.g. across the
