@@ -170,6 +170,11 @@ impl Acquisition {
         (now >= e.readout).then_some(e)
     }
 
+    /// Whether a frame is due at `now` (what [`due`](Self::due) says without the timing).
+    pub fn is_due(&self, now: Instant) -> bool {
+        self.next_due().is_some_and(|d| now >= d)
+    }
+
     /// When the next frame is read out.
     pub fn next_due(&self) -> Option<Instant> {
         match self.next()? {
@@ -250,6 +255,12 @@ mod tests {
         );
         assert!(!a.taken(e.readout, e, t(), None));
         assert_eq!(a.next_due(), Some(Instant::ZERO + 12 * MS));
+        // is_due says what due says, without a timing
+        for ms in [11, 12, 13] {
+            let now = Instant::ZERO + ms * MS;
+            assert_eq!(a.is_due(now), a.due(now, t()).is_some(), "{ms} ms");
+        }
+        assert!(!Acquisition::default().is_due(Instant::ZERO + 100 * MS));
     }
 
     #[test]

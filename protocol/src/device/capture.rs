@@ -85,7 +85,7 @@ impl Device {
         }
         if !self.orsp.is_connected()
             && !self.channel.busy()
-            && self.acq.next_due().is_some_and(|d| now >= d)
+            && self.acq.is_due(now)
             && let Some(e) = self.acq.due(now, self.timing())
         {
             let mut cfg = self.channel_config();
@@ -124,7 +124,7 @@ impl Device {
             return None;
         }
         // nothing due: no Timing from the registers (two f32 reads and a division, per packet)
-        if self.acq.next_due().is_none_or(|d| now < d) {
+        if !self.acq.is_due(now) {
             return None;
         }
         let e = self.acq.due(now, self.timing())?;
