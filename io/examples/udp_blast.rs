@@ -16,10 +16,10 @@
 //! receiver without GRO makes the sender pay for segmentation on loopback, about half the
 //! ceiling).
 //!
-//! `udp_blast gro-mem [GB]` and `udp_blast gro-paced-mem MBPS [GB]`: the same, each datagram's
-//! payload read in turn from 12 MB of memory (the camera's six 1080p frame slots) rather than
-//! from one 4 KiB buffer that stays in the L1 cache: the plain sender paying what the camera
-//! pays to read its frames.
+//! `udp_blast gro-mem [GB]` and `udp_blast gro-paced-mem MBPS [GB]` (and `gso-mem`; not
+//! `sendmmsg-mem`, which is refused): the same, each datagram's payload read in turn from 12 MB
+//! of memory (the camera's six 1080p frame slots) rather than from one 4 KiB buffer that stays
+//! in the L1 cache: the plain sender paying what the camera pays to read its frames.
 //!
 //! `udp_blast frames PORT FRAMES FPS [MBPS [BYTES]]` with `udp_blast frames-sink PORT FRAMES
 //! [spin]`, two processes: this machine's own frame latency, for `scripts/perf-ratios.sh`. The
