@@ -184,6 +184,42 @@ impl SocketIcrcCheck {
 mod tests {
     use super::*;
 
+    /// The RoCEv2 reference vectors (an independent implementation's bytes, IPv4 with an
+    /// identification of 0x1234 and IPv6) pass as a socket sees them, twice in a row (the
+    /// second from the kept header CRC), and fail with a bit flipped in the BTH or the payload.
+    #[test]
+    fn the_reference_vectors_pass_as_a_socket_sees_them() {
+        let mut v6 = 0;
+        let mut check = SocketIcrcCheck::new();
+        for (name, frame) in crate::wire::icrc::tests::vectors() {
+            let ip = &frame[14..];
+            let (src, dst, hl) = if ip[0] >> 4 == 6 {
+                v6 += 1;
+                let a = |o: usize| IpAddr::from(<[u8; 16]>::try_from(&ip[o..o + 16]).unwrap());
+                (a(8), a(24), 40)
+            } else {
+                let a = |o: usize| IpAddr::from(<[u8; 4]>::try_from(&ip[o..o + 4]).unwrap());
+                (a(12), a(16), 20)
+            };
+            let port = |o: usize| u16::from_be_bytes([ip[hl + o], ip[hl + o + 1]]);
+            let udp_len = usize::from(port(4));
+            let (src, dst) = (SocketAddr::new(src, port(0)), SocketAddr::new(dst, port(2)));
+            let ib = &ip[hl + 8..hl + udp_len];
+            for pass in 0..2 {
+                assert!(check.ok(src, dst, ib), "vector {name}, pass {pass}");
+            }
+            for at in [5, ib.len() - 5] {
+                let mut bad = ib.to_vec();
+                bad[at] ^= 0x01;
+                assert!(
+                    !check.ok(src, dst, &bad),
+                    "vector {name}, bit flipped at {at}"
+                );
+            }
+        }
+        assert_eq!(v6, 1, "vector G is IPv6");
+    }
+
     #[test]
     fn seventeen_bits_span_what_their_combinations_make() {
         let mut s = Span::default();
