@@ -41,17 +41,29 @@ const ACK_BATCH: usize = 8;
 /// only while idle.
 const CHECKS_BEHIND: usize = 2;
 
+/// What one [`pump`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Pumped {
+    /// Something moved: a packet read or sent, a slice of a frame checked.
+    pub(super) busy: bool,
+    /// It left nothing to do until a packet arrives or a timer is due: its last receive found
+    /// less than a batch and no frame waits for its check. A second pump at once would only
+    /// look at an empty socket.
+    pub(super) drained: bool,
+}
+
 pub(super) fn pump(
     host: &mut OrspHost,
     roce: &mut RoceSocket,
     t0: StdInstant,
     rx: &mut RecvBatch,
     tx: &mut Vec<u8>,
-) -> Result<bool> {
+) -> Result<Pumped> {
     let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let mut busy = false;
     let mut received = 0;
     let mut i = 0;
+    let mut empty = false;
     let dst = roce.local();
     // up to 4096 packets, RECV_BATCH per system call, bad ICRCs dropped on the way
     while i < 4096 {
@@ -76,11 +88,14 @@ pub(super) fn pump(
         }
         busy |= got > 0;
         if got < RECV_BATCH {
+            empty = true;
             break;
         }
     }
-    host.handle_timeout(now());
-    while let Some(n) = host.poll_transmit(now(), tx) {
+    // one clock read for the timers and what they let go: sending takes microseconds
+    let t = now();
+    host.handle_timeout(t);
+    while let Some(n) = host.poll_transmit(t, tx) {
         roce.send(&tx[..n])?;
         busy = true;
     }
@@ -113,10 +128,17 @@ pub(super) fn pump(
         busy = true;
         checked += CHECK_SLICE;
     }
-    while let Some(n) = host.poll_transmit(now(), tx) {
-        roce.send(&tx[..n])?;
+    if checked > 0 {
+        // what the checks let go (a QUEUE of a checked frame's buffer)
+        let t = now();
+        while let Some(n) = host.poll_transmit(t, tx) {
+            roce.send(&tx[..n])?;
+        }
     }
-    Ok(busy)
+    Ok(Pumped {
+        busy,
+        drained: empty && host.checks_pending() == 0,
+    })
 }
 
 /// An RDMA CM connection: the soft host's own IB CM, or librdmacm's.
@@ -143,6 +165,8 @@ pub(super) struct SoftPlane {
     share: rdmacam_io::share::CpuShare,
     /// Packets of the path MTU the receive buffer holds unread, at most [`RX_WINDOW_PROBE`].
     rx_capacity: usize,
+    /// The last pump left the socket empty and no check pending ([`Pumped::drained`]).
+    drained: bool,
 }
 
 /// How many packets the receive buffer is counted up to: a buffer holding this many is
@@ -307,6 +331,7 @@ impl Plane {
                         rdmacam_io::sched::thread_cpu_time(),
                     ),
                     rx_capacity,
+                    drained: false,
                 }));
                 Ok((plane, pmtu))
             }
@@ -463,10 +488,24 @@ impl Plane {
         }
     }
 
+    /// Whether the last [`pump`](Self::pump) left nothing to do until the next packet or timer
+    /// (soft; a verbs plane always says no): the caller may wait at once, though the pump was
+    /// busy. Pumping again until one finds nothing cost a receive that found the socket empty,
+    /// and the clock reads and timer checks around it, after each of the camera's sends.
+    pub(super) fn drained(&self) -> bool {
+        match self {
+            Plane::Soft(p) => p.drained,
+            #[cfg(feature = "verbs")]
+            Plane::Verbs(_) => false,
+        }
+    }
+
     pub(super) fn pump(&mut self) -> Result<bool> {
         match self {
             Plane::Soft(p) => {
-                let busy = pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx)?;
+                let Pumped { busy, drained } =
+                    pump(&mut p.host, &mut p.roce, p.t0, &mut p.rx, &mut p.tx)?;
+                p.drained = drained;
                 if busy {
                     p.active = StdInstant::now();
                     let r = p.host.responder_counters().unwrap_or_default();

@@ -489,7 +489,8 @@ impl<'a> Session<'a> {
             }
             self.check_moving(run)?;
             self.stop_when_asked(stop, run)?;
-            if !self.plane.pump()? {
+            // a pump that left the socket empty waits at once: a second would find nothing
+            if !self.plane.pump()? || self.plane.drained() {
                 self.plane.wait()?;
             }
             let beats = self.o.misbehave != Some(crate::host::Misbehaviour::NoHeartbeat);
