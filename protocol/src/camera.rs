@@ -859,6 +859,19 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         self.qp.as_ref().is_some_and(|q| q.requester.can_send())
     }
 
+    /// How much longer than [`Self::poll_timeout`] a caller whose stream only the pacer holds
+    /// back ([`Self::pace_bound`]) may sleep: one more burst's time while a frame's TRAILER is
+    /// still several bursts away, so that it wakes once for two bursts
+    /// ([`Requester::pace_lull_ns`](crate::rc::Requester::pace_lull_ns)); zero otherwise.
+    pub fn pace_lull(&self) -> core::time::Duration {
+        let ns = self
+            .qp
+            .as_ref()
+            .filter(|q| q.requester.can_send())
+            .map_or(0, |q| q.requester.pace_lull_ns());
+        core::time::Duration::from_nanos(ns)
+    }
+
     /// Run timers: heartbeat, ACK timeout, rate, CM REP resend.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);

@@ -733,6 +733,10 @@ impl CameraLoop {
             .map(|t| Duration::from_nanos(t.0.saturating_sub(now.0)))
             .unwrap_or(IDLE_MAX)
             .min(IDLE_MAX);
+        // held back by the pacer mid-frame: wake once for two bursts (each wake-up of a
+        // sleeping camera costs a context switch and a look at every socket); near a TRAILER
+        // each burst goes at its time, as before
+        wait += self.cam.pace_lull();
         if let Some(d) = self.opts.duration {
             wait = wait.min(d.saturating_sub(self.t0.elapsed()));
         }

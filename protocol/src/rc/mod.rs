@@ -34,7 +34,7 @@ pub use rate::{DcqcnConfig, RateConfig, RateController};
 /// the burst in the host's socket: what a host sees of a frame comes later (docs/BENCHMARKS.md).
 pub const PACE_BURST: u32 = 64 << 10;
 pub use requester::{
-    Completion, LOSS_MEMORY, NEW_DATA_PROBES, PostError, QUEUE_SLACK_NS, Requester,
+    Completion, LOSS_MEMORY, LULL_BURSTS, NEW_DATA_PROBES, PostError, QUEUE_SLACK_NS, Requester,
     RequesterConfig, RequesterCounters, TxPacket, WcStatus, WorkRequest,
 };
 pub use responder::{

@@ -163,6 +163,18 @@ impl RateController {
         self.holding = self.min_burst > 0 && self.current_rate().is_some();
     }
 
+    /// The least a paced burst carries, bytes ([`Self::set_min_burst`]).
+    pub fn min_burst(&self) -> u32 {
+        self.min_burst
+    }
+
+    /// The time the link's rate gives one burst of [`Self::set_min_burst`]'s size, ns; `None`
+    /// without a minimum burst or a rate.
+    pub fn burst_ns(&self) -> Option<u64> {
+        let rate = self.current_rate().filter(|r| *r > 0)?;
+        (self.min_burst > 0).then(|| u64::from(self.min_burst) * 1_000_000_000 / rate)
+    }
+
     /// Earliest time the next packet may leave when `ready` bytes (at least one packet) wait
     /// to go: [`Self::next_send_time`], held back between bursts until a burst of
     /// [`Self::set_min_burst`]'s size (or `ready`, if less) is due.

@@ -27,6 +27,11 @@ pub use types::{
     Completion, PostError, RequesterConfig, RequesterCounters, TxPacket, WcStatus, WorkRequest,
 };
 
+/// Bursts that must wait to go before the next solicited packet for a paced sender to sleep
+/// through one burst's time ([`Requester::pace_lull_ns`]): the two it then sends together, and
+/// two more that go one at a time before the solicited packet.
+pub const LULL_BURSTS: u32 = 4;
+
 #[derive(Debug, Clone, Copy)]
 struct Wqe {
     wr: WorkRequest,

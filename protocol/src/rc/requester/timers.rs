@@ -51,6 +51,40 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
         t
     }
 
+    /// Packets still to go out before the last packet of the next solicited request (a
+    /// frame's TRAILER: what a host waits for) leaves; `None` when none is posted unsent.
+    pub fn packets_to_solicited(&self) -> Option<u32> {
+        self.sq
+            .iter()
+            .filter(|w| w.wr.solicited)
+            .map(|w| psn_diff(w.last_psn(), self.send_psn))
+            .find(|d| *d >= 0)
+            .map(|d| d as u32)
+    }
+
+    /// How much longer than [`poll_timeout`](Self::poll_timeout) a sender whose pacer holds it
+    /// back ([`can_send`](Self::can_send)) may sleep, ns: one more burst's time
+    /// ([`set_min_burst`](Self::set_min_burst)) while at least [`LULL_BURSTS`] bursts wait to
+    /// go before the next solicited packet, so it wakes once for two bursts; else 0. Near a
+    /// solicited packet each burst goes at its own time, and what leaves just before it is
+    /// one burst, not two: a frame's TRAILER reaches the host no later than before.
+    pub fn pace_lull_ns(&self) -> u64 {
+        let Some(burst_ns) = self.rate.burst_ns() else {
+            return 0;
+        };
+        let packet = self.cfg.pmtu.bytes() + crate::wire::roce::MAX_HEADER_LEN as u32;
+        let burst = self.rate.min_burst().div_ceil(packet).max(1);
+        let need = burst.saturating_mul(LULL_BURSTS);
+        let left = self.window().saturating_sub(self.unacked(self.send_psn));
+        let posted = psn_diff(self.next_post_psn, self.send_psn).max(0) as u32;
+        let far = self.packets_to_solicited().is_none_or(|n| n >= need);
+        if posted.min(left) >= need && far {
+            burst_ns
+        } else {
+            0
+        }
+    }
+
     /// Whether a packet waits to go and the window lets it: only the pacer holds it back, and
     /// no ACK can send it sooner (a caller need not poll for one).
     pub fn can_send(&self) -> bool {
@@ -287,5 +321,142 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             now.0.saturating_sub(self.waiting_since.0)
                 >= (t.as_nanos() as u64) * (u64::from(self.cfg.retry_cnt) + 1)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rc::{RateConfig, Requester, RequesterConfig, WorkRequest};
+    use crate::wire::pmtu::Pmtu;
+    use crate::wire::{AethRepr, BthRepr, IbRepr, Opcode};
+    use core::net::{IpAddr, Ipv4Addr};
+    use std::vec;
+
+    const GBIT10: u64 = 1_250_000_000;
+
+    /// A camera's requester paced to 10 Gbit/s in bursts of 64 KiB, a window of 128 packets.
+    fn paced(window: u32) -> Requester<16, 16> {
+        let path = Path::new(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        );
+        let mut cfg = RequesterConfig::new(0x100, 0x11, 0x10, path);
+        cfg.pmtu = Pmtu::Mtu4096;
+        cfg.max_unacked = window;
+        cfg.rate = RateConfig {
+            static_limit: Some(GBIT10),
+            dcqcn: None,
+        };
+        let mut rq = Requester::new(cfg);
+        rq.set_min_burst(64 << 10);
+        rq
+    }
+
+    /// An ACK of everything up to `psn`, as the host sends it.
+    fn ack(psn: u32) -> [u8; 20] {
+        let mut ib = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x100, psn));
+        ib.aeth = Some(AethRepr {
+            syndrome: AethSyndrome::Ack { credits: 0x1f },
+            msn: 0,
+        });
+        let mut b = [0u8; 20];
+        ib.emit(&mut b, 0).unwrap();
+        b
+    }
+
+    /// Send everything posted as the pacer lets it, each packet acknowledged at once; after
+    /// each packet, `look` at the requester.
+    fn send_all(
+        rq: &mut Requester<16, 16>,
+        bufs: &[&[u8]],
+        mut look: impl FnMut(&Requester<16, 16>),
+    ) {
+        let mut now = rq.poll_timeout().unwrap_or(Instant::ZERO);
+        while let Some(p) = rq.poll_transmit(now, bufs) {
+            rq.handle_ib(now, &ack(p.psn));
+            look(rq);
+            now = now.max(rq.poll_timeout().unwrap_or(now));
+        }
+    }
+
+    #[test]
+    fn a_paced_sender_sleeps_through_one_burst_only_while_the_trailer_is_far() {
+        let mut rq = paced(128);
+        let frame = vec![0x5au8; 200 * 4096];
+        let trailer = [0x7eu8; 64];
+        let bufs: [&[u8]; 2] = [&frame, &trailer];
+        // a first frame opens the window (16 packets at first: no lull while it limits)
+        rq.post(WorkRequest::write(
+            1,
+            PayloadRef::new(0, 0),
+            200 * 4096,
+            0x1000,
+            7,
+        ))
+        .unwrap();
+        assert!(rq.window() < 64);
+        assert_eq!(
+            rq.pace_lull_ns(),
+            0,
+            "the window, not the pacer, holds this back"
+        );
+        send_all(&mut rq, &bufs, |_| ());
+        assert_eq!(rq.window(), 128);
+        assert_eq!(rq.packets_to_solicited(), None);
+        // a frame: 100 packets of WRITE, then its TRAILER (a solicited SEND)
+        rq.post(WorkRequest::write(
+            2,
+            PayloadRef::new(0, 0),
+            100 * 4096,
+            0x1000,
+            7,
+        ))
+        .unwrap();
+        rq.post(WorkRequest::send(3, PayloadRef::new(1, 0), 64).solicited())
+            .unwrap();
+        assert_eq!(rq.packets_to_solicited(), Some(100));
+        // one burst: 64 KiB at 10 Gbit/s
+        let burst_ns = (64u64 << 10) * 1_000_000_000 / GBIT10;
+        assert_eq!(rq.pace_lull_ns(), burst_ns);
+        let mut lulls = vec![];
+        send_all(&mut rq, &bufs, |rq| {
+            lulls.push((rq.packets_to_solicited(), rq.pace_lull_ns()))
+        });
+        assert_eq!(lulls.len(), 101, "every packet went");
+        let packet = 4096 + crate::wire::roce::MAX_HEADER_LEN as u32;
+        let need = (64u32 << 10).div_ceil(packet) * LULL_BURSTS;
+        for (k, &(to_trailer, lull)) in lulls.iter().enumerate() {
+            let k = k as u32;
+            // after packet k: 99 - k packets before the TRAILER, 100 - k unsent with it
+            let to_go = 99u32.checked_sub(k);
+            assert_eq!(to_trailer, to_go, "after packet {k}");
+            let far = to_go.is_some_and(|n| n >= need);
+            assert_eq!(lull, if far { burst_ns } else { 0 }, "after packet {k}");
+        }
+        // the lull ended four bursts before the TRAILER: those went one burst per wake-up
+        assert_eq!(lulls.iter().filter(|l| l.1 > 0).count() as u32, 100 - need);
+        assert_eq!(rq.packets_to_solicited(), None, "the TRAILER went");
+    }
+
+    #[test]
+    fn no_lull_without_bursts_or_room_for_four() {
+        let frame = vec![0x5au8; 300 * 4096];
+        let bufs: [&[u8]; 1] = [&frame];
+        for (window, min_burst) in [(48, 64 << 10), (128, 0)] {
+            let mut rq = paced(window);
+            rq.set_min_burst(min_burst);
+            rq.post(WorkRequest::write(
+                1,
+                PayloadRef::new(0, 0),
+                300 * 4096,
+                0x1000,
+                7,
+            ))
+            .unwrap();
+            let mut lulls = 0;
+            send_all(&mut rq, &bufs, |rq| lulls += rq.pace_lull_ns());
+            assert_eq!(lulls, 0, "window {window}, bursts of {min_burst}");
+        }
     }
 }
