@@ -833,10 +833,30 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// When the camera next needs [`handle_timeout`](Self::handle_timeout) or
     /// [`poll_transmit`](Self::poll_transmit).
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_timer(false)
+    }
+
+    /// [`Self::poll_timeout`] for a caller that sleeps until it: the pacer's next burst moved
+    /// on by one burst's time while a frame's TRAILER is still several bursts away, so a caller
+    /// the pacer alone holds back wakes once for two bursts
+    /// ([`Requester::pace_lull_ns`](crate::rc::Requester::pace_lull_ns)); every other timer
+    /// as it is.
+    pub fn poll_timeout_lulled(&self) -> Option<Instant> {
+        self.next_timer(true)
+    }
+
+    fn next_timer(&self, lulled: bool) -> Option<Instant> {
+        let rc = self.qp.as_ref().and_then(|q| {
+            if lulled {
+                q.requester.poll_timeout_lulled()
+            } else {
+                q.requester.poll_timeout()
+            }
+        });
         [
             self.device.poll_timeout(),
             self.device.cm_poll_timeout(),
-            self.qp.as_ref().and_then(|q| q.requester.poll_timeout()),
+            rc,
         ]
         .into_iter()
         .flatten()
@@ -857,19 +877,6 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
     /// [`Self::poll_timeout`] instead of polling for one.
     pub fn pace_bound(&self) -> bool {
         self.qp.as_ref().is_some_and(|q| q.requester.can_send())
-    }
-
-    /// How much longer than [`Self::poll_timeout`] a caller whose stream only the pacer holds
-    /// back ([`Self::pace_bound`]) may sleep: one more burst's time while a frame's TRAILER is
-    /// still several bursts away, so that it wakes once for two bursts
-    /// ([`Requester::pace_lull_ns`](crate::rc::Requester::pace_lull_ns)); zero otherwise.
-    pub fn pace_lull(&self) -> core::time::Duration {
-        let ns = self
-            .qp
-            .as_ref()
-            .filter(|q| q.requester.can_send())
-            .map_or(0, |q| q.requester.pace_lull_ns());
-        core::time::Duration::from_nanos(ns)
     }
 
     /// Run timers: heartbeat, ACK timeout, rate, CM REP resend.

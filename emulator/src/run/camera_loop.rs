@@ -727,16 +727,16 @@ impl CameraLoop {
         // asleep until a packet arrives or a timer is due: the device's timers (frames,
         // heartbeat, events, actions, the RC transport) say when; an idle camera used to wake
         // every 500 us regardless (6 % of a core each, 300 saturated two cores)
+        //
+        // Held back by the pacer mid-frame, it wakes once for two bursts (each wake-up of a
+        // sleeping camera costs a context switch and a look at every socket); near a TRAILER
+        // each burst goes at its time (`poll_timeout_lulled`)
         let mut wait = self
             .cam
-            .poll_timeout()
+            .poll_timeout_lulled()
             .map(|t| Duration::from_nanos(t.0.saturating_sub(now.0)))
             .unwrap_or(IDLE_MAX)
             .min(IDLE_MAX);
-        // held back by the pacer mid-frame: wake once for two bursts (each wake-up of a
-        // sleeping camera costs a context switch and a look at every socket); near a TRAILER
-        // each burst goes at its time, as before
-        wait += self.cam.pace_lull();
         if let Some(d) = self.opts.duration {
             wait = wait.min(d.saturating_sub(self.t0.elapsed()));
         }

@@ -30,6 +30,22 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// When [`handle_timeout`](Self::handle_timeout) or [`poll_transmit`](Self::poll_transmit)
     /// next has something to do; `None` when only a received packet or a post can change that.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout_pacing_later(0)
+    }
+
+    /// [`poll_timeout`](Self::poll_timeout) for a sender that sleeps until it: the pacer's
+    /// time for the next burst moved on by [`pace_lull_ns`](Self::pace_lull_ns) (mid-frame,
+    /// one wake-up for two bursts), no other timer moved.
+    pub fn poll_timeout_lulled(&self) -> Option<Instant> {
+        let lull = if self.can_send() {
+            self.pace_lull_ns()
+        } else {
+            0
+        };
+        self.poll_timeout_pacing_later(lull)
+    }
+
+    fn poll_timeout_pacing_later(&self, lull_ns: u64) -> Option<Instant> {
         if self.state != State::Ready {
             return None;
         }
@@ -46,7 +62,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             earliest(Some(Instant::ZERO));
         }
         if self.can_send() {
-            earliest(Some(self.send_time()));
+            earliest(Some(self.send_time() + Duration::from_nanos(lull_ns)));
         }
         t
     }
@@ -419,6 +435,12 @@ mod tests {
         // one burst: 64 KiB at 10 Gbit/s
         let burst_ns = (64u64 << 10) * 1_000_000_000 / GBIT10;
         assert_eq!(rq.pace_lull_ns(), burst_ns);
+        // a sender that sleeps until the next timer wakes one burst later; no other timer moves
+        let (paced, lulled) = (
+            rq.poll_timeout().unwrap(),
+            rq.poll_timeout_lulled().unwrap(),
+        );
+        assert_eq!(lulled.0 - paced.0, burst_ns);
         let mut lulls = vec![];
         send_all(&mut rq, &bufs, |rq| {
             lulls.push((rq.packets_to_solicited(), rq.pace_lull_ns()))
