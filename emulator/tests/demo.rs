@@ -1118,6 +1118,52 @@ fn a_camera_paced_to_a_slow_link_resends_nothing() {
     assert_eq!(s.host_roce.duplicate_request, 0, "{s:?}");
 }
 
+/// A camera at a GigE pace sleeps through the host's ACKs between its bursts (half a
+/// millisecond each at 1 Gbit/s) and may wake at an ACK deadline whose ACK waits in its
+/// socket. It reads that ACK before its timers run: it read it after them, the timer fired for
+/// an ACK already there, and the camera sent a new-data probe for nothing, 14-17 times a frame
+/// with the wake-ups of two bursts at a time (457 times in 250 frames before those). Counted in
+/// the camera's transport log line, `timeouts=`; it shows after some tens of frames.
+#[test]
+fn a_camera_asleep_through_acks_reads_them_before_its_timers_fire() {
+    let ports = (19836, 18241, 18242);
+    let mut cmd = common::udp_camera(ports);
+    cmd.args(["--duration", "20", "--link-mbps", "1000", "--fps", "50"])
+        .args(["--width", "1920", "--height", "1080"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut cam = answering(cmd, ports.0);
+    let frames = 100;
+    let r = rdmacam_hil::run::run_host(
+        &host_options(ports, frames, None),
+        &std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    // SIGTERM: the camera logs its transport line as it stops
+    let _ = std::process::Command::new("kill")
+        .arg(cam.id().to_string())
+        .status();
+    let mut err = String::new();
+    std::io::Read::read_to_string(cam.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let _ = cam.wait();
+    let r = r.unwrap();
+    assert_eq!((r.frames_received, r.frames_bad), (frames, 0), "{r:?}");
+    assert_eq!(r.retransmitted_packets, 0, "{r:?}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("ORSP transport"))
+        .unwrap_or_else(|| panic!("no transport line: {err}"));
+    let timeouts: u64 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("timeouts="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no timeouts= in {line}"));
+    // a slow host may earn a few; one a frame or more is the camera's own doing
+    assert!(
+        timeouts < frames / 2,
+        "{timeouts} ACK timeouts in {frames} frames: {line}"
+    );
+}
+
 /// A link slower than the frame rate asks for: frames come as fast as the link carries them,
 /// every one whole, and the camera says how many frame periods went by without one (its log
 /// and the summary's `frames_behind`) instead of a host seeing a slower stream unexplained.

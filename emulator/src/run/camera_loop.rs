@@ -57,7 +57,7 @@ struct RoceLink {
     gso_batch: Vec<TxPacket>,
     /// A packet held back by a reorder fault, sent after the next one.
     held: Option<Vec<u8>>,
-    /// When the last `pump_roce` that sent anything finished sending: no packet read later
+    /// When the last `send_roce` that sent anything finished sending: no packet read later
     /// counts as received before it (its timers were armed meanwhile).
     sent_at: Instant,
     /// The largest path MTU the interface of the RoCEv2 address carries (None: no interface
@@ -354,10 +354,12 @@ impl CameraLoop {
         let mut busy = ready.gvcp && self.serve_gvcp();
         busy |= self.serve_message_channel(ready.message);
         self.drive_line0();
+        // what arrived before the timers run: an ACK in the socket answers its deadline
+        let received = self.receive_roce(ready.roce);
         self.cam.handle_timeout(self.now());
         self.handle_events();
         notices::tell_violations(&mut self.cam);
-        let roce = self.pump_roce(ready.roce);
+        let roce = self.send_roce() | received;
         busy |= self.pump_verbs();
         self.log_latency();
         busy |= self.send_gvsp();
@@ -790,7 +792,7 @@ impl CameraLoop {
         // Held back by the pacer alone (the window open), the camera sleeps through ACKs: one
         // cannot send anything sooner, and each used to wake it (the host ACKs every 8
         // packets: two wake-ups per 64 KiB run at the default pace). What came is read when
-        // the run is due, each packet at its kernel receive time (`pump_roce`); a NAK waits at
+        // the run is due, each packet at its kernel receive time (`receive_roce`); a NAK waits at
         // most one run's time on the link.
         if !wait.is_zero() {
             let pace_bound = self.cam.pace_bound();

@@ -11,9 +11,12 @@ use crate::camera::CameraCore;
 use crate::run::roce_tx::{send_segmented, send_with_faults};
 
 impl CameraLoop {
-    /// RoCEv2 on the UDP socket: ACKs and host messages in, then packets out by the path the
-    /// settings choose (GSO runs, packets through the fault engine, `sendmmsg` batches).
-    pub(super) fn pump_roce(&mut self, readable: bool) -> bool {
+    /// RoCEv2 on the UDP socket, in: ACKs and host messages (if `readable`), each at its
+    /// kernel receive time. Before the timers run ([`Self::send_roce`] after them): a camera
+    /// the pacer holds sleeps through ACKs and may wake at an ACK deadline the ACK waiting in
+    /// its socket already met; read after the timers, that ACK came too late, the timer fired,
+    /// and the camera sent a probe for nothing (at 1 Gbit/s, 457 such timeouts in 250 frames).
+    pub(super) fn receive_roce(&mut self, readable: bool) -> bool {
         let Some(r) = self.roce.as_mut() else {
             return false;
         };
@@ -52,6 +55,16 @@ impl CameraLoop {
                 break;
             }
         }
+        busy
+    }
+
+    /// RoCEv2 on the UDP socket, out: packets by the path the settings choose (GSO runs,
+    /// packets through the fault engine, `sendmmsg` batches).
+    pub(super) fn send_roce(&mut self) -> bool {
+        let Some(r) = self.roce.as_mut() else {
+            return false;
+        };
+        let now = || Instant::from_nanos(self.t0.elapsed().as_nanos() as u64);
         let mut sent = false;
         let packet_faults = self.faults.packet_faults();
         if self.faults.stalled() {
@@ -94,7 +107,7 @@ impl CameraLoop {
         if sent {
             r.sent_at = now();
         }
-        busy | sent
+        sent
     }
 }
 
