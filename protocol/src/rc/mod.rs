@@ -32,6 +32,8 @@ pub use rate::{DcqcnConfig, RateConfig, RateController};
 /// UDP segmentation-offload send of 64 KiB per wake-up (52 us at 10 Gbit/s). Larger bursts
 /// cost less CPU still (256 KiB: a fifth less again) but make a frame's TRAILER wait behind
 /// the burst in the host's socket: what a host sees of a frame comes later (docs/BENCHMARKS.md).
+/// Mid-frame such a sender may wake once per two bursts instead
+/// ([`Requester::poll_timeout_lulled`]), the last [`LULL_BURSTS`] before a TRAILER one each.
 pub const PACE_BURST: u32 = 64 << 10;
 pub use requester::{
     Completion, LOSS_MEMORY, LULL_BURSTS, NEW_DATA_PROBES, PostError, QUEUE_SLACK_NS, Requester,
