@@ -37,12 +37,8 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
     /// time for the next burst moved on by [`pace_lull_ns`](Self::pace_lull_ns) (mid-frame,
     /// one wake-up for two bursts), no other timer moved.
     pub fn poll_timeout_lulled(&self) -> Option<Instant> {
-        let lull = if self.can_send() {
-            self.pace_lull_ns()
-        } else {
-            0
-        };
-        self.poll_timeout_pacing_later(lull)
+        // the pacer's time counts only while it alone holds a packet back (can_send)
+        self.poll_timeout_pacing_later(self.pace_lull_ns())
     }
 
     fn poll_timeout_pacing_later(&self, lull_ns: u64) -> Option<Instant> {
