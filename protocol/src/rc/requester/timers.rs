@@ -58,7 +58,7 @@ impl<const SQ: usize, const CQ: usize> Requester<SQ, CQ> {
             earliest(Some(Instant::ZERO));
         }
         if self.can_send() {
-            earliest(Some(self.send_time() + Duration::from_nanos(lull_ns)));
+            earliest(Some(Instant(self.send_time().0 + lull_ns)));
         }
         t
     }
