@@ -1139,9 +1139,7 @@ fn a_camera_asleep_through_acks_reads_them_before_its_timers_fire() {
         &std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
     // SIGTERM: the camera logs its transport line as it stops
-    let _ = std::process::Command::new("kill")
-        .arg(cam.id().to_string())
-        .status();
+    let _ = Command::new("kill").arg(cam.id().to_string()).status();
     let mut err = String::new();
     std::io::Read::read_to_string(cam.stderr.as_mut().unwrap(), &mut err).unwrap();
     let _ = cam.wait();

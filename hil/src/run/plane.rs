@@ -42,7 +42,7 @@ const ACK_BATCH: usize = 8;
 const CHECKS_BEHIND: usize = 2;
 
 /// What one [`pump`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Pumped {
     /// Something moved: a packet read or sent, a slice of a frame checked.
     pub(super) busy: bool,

@@ -52,7 +52,7 @@ pub fn stream<const SQ: usize, const CQ: usize, S: PayloadSource + ?Sized>(
 }
 
 /// The BTH, AETH and (unchecked, zero) ICRC of a cumulative ACK of `psn` to queue pair `qpn`.
-fn ack(qpn: u32, psn: u32) -> [u8; 20] {
+pub(crate) fn ack(qpn: u32, psn: u32) -> [u8; 20] {
     let mut ib = IbRepr::new(BthRepr::new(Opcode::RC_ACK, qpn, psn & 0xff_ffff));
     ib.aeth = Some(AethRepr {
         syndrome: AethSyndrome::Ack { credits: 0x1f },

@@ -341,13 +341,13 @@ mod tests {
     use super::*;
     use crate::rc::{RateConfig, Requester, RequesterConfig, WorkRequest};
     use crate::wire::pmtu::Pmtu;
-    use crate::wire::{AethRepr, BthRepr, IbRepr, Opcode};
     use core::net::{IpAddr, Ipv4Addr};
     use std::vec;
 
     const GBIT10: u64 = 1_250_000_000;
 
-    /// A camera's requester paced to 10 Gbit/s in bursts of 64 KiB, a window of 128 packets.
+    /// A camera's requester paced to 10 Gbit/s in bursts of 64 KiB, a window of at most
+    /// `window` packets.
     fn paced(window: u32) -> Requester<16, 16> {
         let path = Path::new(
             IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
@@ -365,18 +365,6 @@ mod tests {
         rq
     }
 
-    /// An ACK of everything up to `psn`, as the host sends it.
-    fn ack(psn: u32) -> [u8; 20] {
-        let mut ib = IbRepr::new(BthRepr::new(Opcode::RC_ACK, 0x100, psn));
-        ib.aeth = Some(AethRepr {
-            syndrome: AethSyndrome::Ack { credits: 0x1f },
-            msn: 0,
-        });
-        let mut b = [0u8; 20];
-        ib.emit(&mut b, 0).unwrap();
-        b
-    }
-
     /// Send everything posted as the pacer lets it, each packet acknowledged at once; after
     /// each packet, `look` at the requester.
     fn send_all(
@@ -386,7 +374,7 @@ mod tests {
     ) {
         let mut now = rq.poll_timeout().unwrap_or(Instant::ZERO);
         while let Some(p) = rq.poll_transmit(now, bufs) {
-            rq.handle_ib(now, &ack(p.psn));
+            rq.handle_ib(now, &crate::rc::workload::ack(0x100, p.psn));
             look(rq);
             now = now.max(rq.poll_timeout().unwrap_or(now));
         }
@@ -452,7 +440,7 @@ mod tests {
             let far = to_go.is_some_and(|n| n >= need);
             assert_eq!(lull, if far { burst_ns } else { 0 }, "after packet {k}");
         }
-        // the lull ended four bursts before the TRAILER: those went one burst per wake-up
+        // the lull ends LULL_BURSTS bursts before the TRAILER: those go one burst a wake-up
         assert_eq!(lulls.iter().filter(|l| l.1 > 0).count() as u32, 100 - need);
         assert_eq!(rq.packets_to_solicited(), None, "the TRAILER went");
     }
