@@ -750,6 +750,40 @@ fn line0_fires_on_the_edge_trigger_activation_names() {
 }
 
 #[test]
+fn a_scheduled_action_starts_its_exposure_at_its_time_however_late_the_loop_wakes() {
+    let mut d = streaming(1000.0);
+    write(&mut d, 0, HOST_A, regs::TRIGGER_MODE, 1);
+    write(&mut d, 0, HOST_A, regs::TRIGGER_SOURCE, 2); // Action1
+    write(&mut d, 0, HOST_A, regs::ACTION_DEVICE_KEY, 0x1234);
+    write(&mut d, 0, HOST_A, regs::ACTION_GROUP_KEY, 7);
+    write(&mut d, 0, HOST_A, regs::ACTION_GROUP_MASK, 1);
+    write(&mut d, 0, HOST_A, regs::ACQUISITION_COMMAND, 1);
+    // ACTION_CMD (0x0100), flags scheduled + ack: device key, group key, mask, time 10.05 ms
+    let mut p = words(&[0x1234, 7, 1]);
+    p.extend_from_slice(&10_050_000u64.to_be_bytes());
+    let mut c = cmd(0x0100, 2, &p);
+    c[1] = 0x81;
+    let (st, ack, _) = ask(&mut d, 1, HOST_B, &c).expect("an ACTION_ACK");
+    assert_eq!((st, ack), (0, 0x0101));
+    let mut src = SyntheticSource::new(1);
+    // a loop that wakes only every 1.5 ms (descheduled on a loaded machine): it gets to the
+    // action at 10.5 ms, and the exposure still began at 10.05
+    let mut got = Vec::new();
+    let mut buf = [0u8; 9000];
+    for ms in (15..300u64).step_by(15) {
+        let t = Instant::from_micros(ms * 100);
+        d.handle_timeout(t);
+        while let Some(p) = d.poll_stream(t, &mut src, &mut buf) {
+            let (h, hl) = Header::parse(&buf[..p.len]).unwrap();
+            if h.format == Format::Leader {
+                got.push(ImageLeader::parse(&buf[hl..p.len]).unwrap().timestamp);
+            }
+        }
+    }
+    assert_eq!(got, vec![10_050_000]);
+}
+
+#[test]
 fn timestamp_latch_and_reset() {
     let mut d = device();
     write(&mut d, 0, HOST_A, regs::CCP, 2);
