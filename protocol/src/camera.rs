@@ -437,6 +437,11 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
         }
     }
 
+    /// Never inlined: it builds a queue pair on the stack (52 KiB), and
+    /// [`process_events`](Self::process_events), run before every packet, probed that much
+    /// stack each time when it held it inline.
+    #[cold]
+    #[inline(never)]
     fn connect(&mut self, p: ConnectParams) {
         // The host's RoCEv2 address: OrspHostGid when it is a real IPv6 GID, else GevSCDA.
         let gid = core::net::Ipv6Addr::from(p.host_gid);

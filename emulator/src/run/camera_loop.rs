@@ -439,6 +439,10 @@ impl CameraLoop {
     }
 
     /// Back from the dead with every setting lost; what the old camera did stays counted.
+    /// Never inlined: a new camera is built on the stack (80 KiB), and a caller that inlined
+    /// it probed that much stack on every turn of the loop.
+    #[cold]
+    #[inline(never)]
     fn reboot(&mut self) {
         self.violations_before.merge(self.cam.device().violations());
         self.take_rc_counters();
