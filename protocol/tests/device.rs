@@ -654,6 +654,19 @@ fn leaders(
     src: &mut SyntheticSource,
     from_ms: u64,
     to_ms: u64,
+    at: impl FnMut(&mut Device, Instant),
+) -> Vec<u64> {
+    let every = std::time::Duration::from_micros(100);
+    leaders_polled_every(d, src, from_ms, to_ms, every, at)
+}
+
+/// [`leaders`], the device polled every `every` (a loop that wakes that often).
+fn leaders_polled_every(
+    d: &mut Device,
+    src: &mut SyntheticSource,
+    from_ms: u64,
+    to_ms: u64,
+    every: std::time::Duration,
     mut at: impl FnMut(&mut Device, Instant),
 ) -> Vec<u64> {
     let mut out = Vec::new();
@@ -668,7 +681,7 @@ fn leaders(
                 out.push(ImageLeader::parse(&buf[hl..p.len]).unwrap().timestamp);
             }
         }
-        t = t + std::time::Duration::from_micros(100);
+        t = t + every;
     }
     out
 }
@@ -767,19 +780,9 @@ fn a_scheduled_action_starts_its_exposure_at_its_time_however_late_the_loop_wake
     assert_eq!((st, ack), (0, 0x0101));
     let mut src = SyntheticSource::new(1);
     // a loop that wakes only every 1.5 ms (descheduled on a loaded machine): it gets to the
-    // action at 10.5 ms, and the exposure still began at 10.05
-    let mut got = Vec::new();
-    let mut buf = [0u8; 9000];
-    for ms in (15..300u64).step_by(15) {
-        let t = Instant::from_micros(ms * 100);
-        d.handle_timeout(t);
-        while let Some(p) = d.poll_stream(t, &mut src, &mut buf) {
-            let (h, hl) = Header::parse(&buf[..p.len]).unwrap();
-            if h.format == Format::Leader {
-                got.push(ImageLeader::parse(&buf[hl..p.len]).unwrap().timestamp);
-            }
-        }
-    }
+    // action at 11.5 ms, and the exposure still began at 10.05
+    let every = std::time::Duration::from_micros(1500);
+    let got = leaders_polled_every(&mut d, &mut src, 1, 30, every, |_, _| {});
     assert_eq!(got, vec![10_050_000]);
 }
 
