@@ -481,7 +481,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lulled_sleep_lets_an_ack_deadline_wait_one_burst_and_still_finds_a_loss() {
+    fn a_lulled_sleep_lets_an_ack_deadline_wait_for_its_wake_up_and_still_finds_a_loss() {
         let mut rq = paced_at(128, GBIT1);
         let frame = vec![0x5au8; 200 * 4096];
         let trailer = [0x7eu8; 64];
