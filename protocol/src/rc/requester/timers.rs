@@ -394,6 +394,23 @@ mod tests {
         }
     }
 
+    /// Post a frame: a WRITE of `packets` full packets (buffer 0) and, with `trailer`, its
+    /// TRAILER (a solicited 64-byte SEND from buffer 1); work request IDs from `id`.
+    fn post_frame(rq: &mut Requester<16, 16>, id: u64, packets: u32, trailer: bool) {
+        rq.post(WorkRequest::write(
+            id,
+            PayloadRef::new(0, 0),
+            packets * 4096,
+            0x1000,
+            7,
+        ))
+        .unwrap();
+        if trailer {
+            rq.post(WorkRequest::send(id + 1, PayloadRef::new(1, 0), 64).solicited())
+                .unwrap();
+        }
+    }
+
     #[test]
     fn a_paced_sender_sleeps_through_one_burst_only_while_the_trailer_is_far() {
         let mut rq = paced(128);
@@ -401,14 +418,7 @@ mod tests {
         let trailer = [0x7eu8; 64];
         let bufs: [&[u8]; 2] = [&frame, &trailer];
         // a first frame opens the window (16 packets at first: no lull while it limits)
-        rq.post(WorkRequest::write(
-            1,
-            PayloadRef::new(0, 0),
-            200 * 4096,
-            0x1000,
-            7,
-        ))
-        .unwrap();
+        post_frame(&mut rq, 1, 200, false);
         assert!(rq.window() < 64);
         assert_eq!(
             rq.pace_lull_ns(),
@@ -419,16 +429,7 @@ mod tests {
         assert_eq!(rq.window(), 128);
         assert_eq!(rq.packets_to_solicited(), None);
         // a frame: 100 packets of WRITE, then its TRAILER (a solicited SEND)
-        rq.post(WorkRequest::write(
-            2,
-            PayloadRef::new(0, 0),
-            100 * 4096,
-            0x1000,
-            7,
-        ))
-        .unwrap();
-        rq.post(WorkRequest::send(3, PayloadRef::new(1, 0), 64).solicited())
-            .unwrap();
+        post_frame(&mut rq, 2, 100, true);
         assert_eq!(rq.packets_to_solicited(), Some(100));
         // one burst: 64 KiB at 10 Gbit/s
         let burst_ns = (64u64 << 10) * 1_000_000_000 / GBIT10;
@@ -466,14 +467,7 @@ mod tests {
         for (window, min_burst) in [(48, 64 << 10), (128, 0)] {
             let mut rq = paced(window);
             rq.set_min_burst(min_burst);
-            rq.post(WorkRequest::write(
-                1,
-                PayloadRef::new(0, 0),
-                300 * 4096,
-                0x1000,
-                7,
-            ))
-            .unwrap();
+            post_frame(&mut rq, 1, 300, false);
             let mut lulls = 0;
             send_all(&mut rq, &bufs, |rq| lulls += rq.pace_lull_ns());
             assert_eq!(lulls, 0, "window {window}, bursts of {min_burst}");
@@ -487,28 +481,12 @@ mod tests {
         let trailer = [0x7eu8; 64];
         let bufs: [&[u8]; 2] = [&frame, &trailer];
         // a first frame, acknowledged, opens the window
-        rq.post(WorkRequest::write(
-            1,
-            PayloadRef::new(0, 0),
-            200 * 4096,
-            0x1000,
-            7,
-        ))
-        .unwrap();
+        post_frame(&mut rq, 1, 200, false);
         send_all(&mut rq, &bufs, |_| ());
         assert_eq!(rq.window(), 128);
         // a frame of 200 packets and its TRAILER; bursts go until one packet asks for an ACK
         // (one in 32 packets: every other burst), and no ACK comes
-        rq.post(WorkRequest::write(
-            2,
-            PayloadRef::new(0, 0),
-            200 * 4096,
-            0x1000,
-            7,
-        ))
-        .unwrap();
-        rq.post(WorkRequest::send(3, PayloadRef::new(1, 0), 64).solicited())
-            .unwrap();
+        post_frame(&mut rq, 2, 200, true);
         let mut now = rq.poll_timeout().unwrap();
         let mut asked = false;
         while !asked {
