@@ -493,8 +493,12 @@ mod tests {
             now = now.max(rq.send_time());
             let mut burst = 0;
             while let Some(p) = rq.poll_transmit(now, &bufs[..]) {
-                // BTH byte 8 (after 20 bytes of IPv4 and 8 of UDP), bit 7: AckReq
-                asked |= p.header()[36] & 0x80 != 0;
+                // the BTH after the IPv4 and UDP headers
+                let bth =
+                    &p.header()[crate::wire::ipv4::HEADER_LEN + crate::wire::udp::HEADER_LEN..];
+                asked |= crate::wire::bth::Packet::new_checked(bth)
+                    .unwrap()
+                    .ack_req();
                 burst += 1;
             }
             assert!(burst > 0, "the pacer lets a burst go at its time");
