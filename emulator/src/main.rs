@@ -240,9 +240,10 @@ struct RunArgs {
     busy_poll_us: Option<u32>,
     /// Never give the CPU away between RoCEv2 sends. By default a camera with time to spare
     /// (its thread used at most a quarter of a CPU over the last 10 ms) lets a thread waiting
-    /// on its CPU run between two GSO runs: a host on the same machine, woken onto the camera's
-    /// CPU, then reads each run as it arrives (100 fps over loopback: frame latency p99 ~250 ->
-    /// ~35 us).
+    /// on its CPU run after every second GSO run and after each of a frame's last two and its
+    /// TRAILER: a host on the same machine, woken onto the camera's CPU, then keeps up with the
+    /// runs and reads the TRAILER as it arrives (100 fps over loopback: frame latency p99 ~250
+    /// -> ~35 us).
     #[arg(long)]
     no_share_cpu: bool,
     /// The camera threads' nice value (0-19; only ever lowers their priority). Default: 10 for

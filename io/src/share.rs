@@ -1,8 +1,9 @@
 //! Sharing a CPU between a camera and a host on one machine. A thread with time to spare
 //! gives its CPU to a thread waiting there (`sched_yield`; with none waiting the call returns
-//! at once): the camera between two of its sends, the soft host between two looks at its
-//! socket while it polls. On a small machine the scheduler puts the two on one CPU (each one's
-//! packets wake the other there, even with another CPU idle), and then:
+//! at once): the camera between its sends (after every second GSO run, and each near a
+//! TRAILER), the soft host between two looks at its socket while it polls. On a small machine
+//! the scheduler puts the two on one CPU (each one's packets wake the other there, even with
+//! another CPU idle), and then:
 //! - a camera that sent on held off the host, which read a frame's last packets after the
 //!   camera's burst (at 100 fps over loopback TRAILER latency p99 ~250 µs; ~35-50 with the
 //!   camera yielding);

@@ -877,6 +877,14 @@ impl<S: FrameSource, M: FrameMemory> Camera<S, M> {
             && self.qp.as_ref().is_none_or(|q| q.requester.all_sent())
     }
 
+    /// Packets the stream still sends before the last packet of its next solicited request (a
+    /// frame's TRAILER, what a host waits for) leaves; `None` when none is posted unsent.
+    pub fn packets_to_solicited(&self) -> Option<u32> {
+        self.qp
+            .as_ref()
+            .and_then(|q| q.requester.packets_to_solicited())
+    }
+
     /// Whether the stream has a packet due that only the pacer holds back (the window is open):
     /// then an ACK cannot send anything sooner, and the caller may sleep until
     /// [`Self::poll_timeout`] instead of polling for one.

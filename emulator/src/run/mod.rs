@@ -82,10 +82,11 @@ pub struct RunOptions {
     /// core). `None` = [`BUSY_POLL`] for a camera alone in its process, 0 when several share
     /// it (they would spin against each other).
     pub busy_poll: Option<Duration>,
-    /// Between two RoCEv2 sends, give the CPU to a thread waiting on it while the camera has
-    /// time to spare (its thread used at most a quarter of a CPU over the last 10 ms): a host on
-    /// the same machine, woken onto the camera's CPU, reads each GSO run as it arrives instead
-    /// of after the burst (`CpuShare`).
+    /// Between RoCEv2 sends (after every second GSO run, and after each near a frame's
+    /// TRAILER), give the CPU to a thread waiting on it while the camera has time to spare (its
+    /// thread used at most a quarter of a CPU over the last 10 ms): a host on the same machine,
+    /// woken onto the camera's CPU, keeps up with the runs instead of reading them after the
+    /// burst (`CpuShare`, `roce_tx::offer_cpu_after`).
     pub share_cpu: bool,
     /// The camera thread's nice value: `None` = [`LOCAL_NICE`] for a camera on a loopback
     /// address (its host is on this machine) and the process's own otherwise. Only ever lowers
