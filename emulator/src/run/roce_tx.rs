@@ -152,12 +152,13 @@ pub(super) fn send_segmented(
 
 /// Whether the camera offers its CPU ([`CpuShare`]) after the `nth` run of a turn (from 1), of
 /// `len` packets, with `to_trailer` packets still to go before the last of the next TRAILER
-/// (`None`: none is posted). After every second run: a host on this machine, woken onto the
-/// camera's CPU, then reads two runs a wake-up, not one (at the defaults the camera sends two
-/// runs a wake-up; the host's CPU per GB fell 4 %, at 1 Gbit/s the camera's and the host's
-/// 10 %; docs/BENCHMARKS.md). And after each run within two runs of a TRAILER, and after the
-/// TRAILER itself: the host has placed all but the last run when the TRAILER comes, and
-/// reads it before the camera goes on (frame latency unchanged).
+/// (`None`: none is posted). Mid-frame after every second run: a yield after each one handed
+/// the CPU to a host woken onto it once a run, where the host mostly gets it anyway as the
+/// camera's send returns; at the defaults (two runs a wake-up) the camera's yields fell from
+/// 26 to 19 a frame and the host's CPU per GB by 4-9 %, the camera's did not move
+/// (docs/BENCHMARKS.md). Near a TRAILER after each run, and after the TRAILER itself: the host
+/// has placed all but the last run when the TRAILER comes, and reads it before the camera
+/// goes on (frame latency unchanged).
 fn offer_cpu_after(nth: u32, len: u32, to_trailer: Option<u32>) -> bool {
     nth % 2 == 0 || to_trailer.is_none_or(|n| n < 2 * len)
 }
