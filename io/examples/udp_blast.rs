@@ -217,9 +217,9 @@ enum GroReceiver {
 }
 
 /// Start the plain receiver on `port`: a thread that drains until `stop`, or (`process`) a
-/// child process that drains until nothing came for 100 ms after the first datagram, as a
-/// host program beside the camera's would. A thread and its sender share one address space,
-/// and the scheduler switches between them more cheaply than between two programs.
+/// child process that drains until nothing came for 100 ms after the first datagram (or its
+/// parent is gone), as a host program beside the camera's would: a check that sharing the
+/// sender's address space does not flatter the reference (it did not: docs/BENCHMARKS.md).
 fn gro_receiver(port: u16, stop: Arc<AtomicBool>, process: bool) -> std::io::Result<GroReceiver> {
     let mut sock = RoceSocket::bind(Ipv4Addr::LOCALHOST.into(), port, 0, 0.0, 1)?;
     let gro = sock.set_gro(true).is_ok();
@@ -248,6 +248,8 @@ fn gro_receiver(port: u16, stop: Arc<AtomicBool>, process: bool) -> std::io::Res
         -1 => Err(std::io::Error::last_os_error()),
         0 => {
             drop(read);
+            // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number takes no pointers.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
             let start = Instant::now();
             let mut last = Instant::now();
             let mut seen = false;
@@ -354,6 +356,11 @@ fn run() -> std::io::Result<()> {
     let mode = mode.trim_end_matches("-proc");
     let from_memory = mode.ends_with("-mem");
     let mode = mode.trim_end_matches("-mem").to_string();
+    if two_processes && !mode.starts_with("gro") {
+        return Err(std::io::Error::other(format!(
+            "{named}: a receiver process of its own is for the GRO modes (gro, gro-paced)"
+        )));
+    }
     if from_memory && mode == "sendmmsg" {
         return Err(std::io::Error::other(
             "sendmmsg-mem: reading from memory is for the GSO modes (gso, gro, gro-paced)",
