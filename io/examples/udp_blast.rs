@@ -283,12 +283,21 @@ impl GroReceiver {
                 use std::io::Read;
                 let mut out = String::new();
                 let _ = pipe.read_to_string(&mut out);
+                let mut status = 0;
                 // SAFETY: `pid` is this process's child; waiting for it reaps it.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-                let mut it = out
-                    .split_whitespace()
-                    .map(|v| v.parse::<f64>().unwrap_or(0.0));
-                (it.next().unwrap_or(0.0) as u64, it.next().unwrap_or(0.0))
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                let mut it = out.split_whitespace().map(|v| v.parse::<f64>().ok());
+                match (it.next().flatten(), it.next().flatten()) {
+                    (Some(bytes), Some(cpu)) => (bytes as u64, cpu),
+                    _ => {
+                        // no figure rather than a made-up one
+                        eprintln!(
+                            "udp_blast: the receiver process reported nothing (wait status \
+                             {status:#x})"
+                        );
+                        (0, f64::NAN)
+                    }
+                }
             }
         }
     }
@@ -349,11 +358,11 @@ fn run() -> std::io::Result<()> {
         }
         _ => {}
     }
-    // `-mem`: each datagram's payload read in turn from frame-sized memory, not one buffer
     let named = mode.clone();
     // `-proc`: the receiver is a process of its own, not a thread of the sender's
     let two_processes = mode.ends_with("-proc");
     let mode = mode.trim_end_matches("-proc");
+    // `-mem`: each datagram's payload read in turn from frame-sized memory, not one buffer
     let from_memory = mode.ends_with("-mem");
     let mode = mode.trim_end_matches("-mem").to_string();
     if two_processes && !mode.starts_with("gro") {
